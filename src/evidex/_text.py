@@ -1,0 +1,86 @@
+"""Small text utilities shared by tasks and judges: normalisation, verbatim checks, hashing,
+token estimates and JSON extraction from chatty model output."""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+import unicodedata
+from typing import Any
+
+_WS = re.compile(r"\s+")
+_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+
+
+def normalize_ws(text: str) -> str:
+    """Collapse runs of whitespace and unify curly quotes, so verbatim checks forgive layout."""
+    return _WS.sub(" ", unicodedata.normalize("NFKC", text).translate(_QUOTES)).strip()
+
+
+def contains_verbatim(haystack: str, needle: str) -> bool:
+    """True when ``needle`` occurs in ``haystack`` after whitespace normalisation."""
+    n = normalize_ws(needle)
+    return bool(n) and n in normalize_ws(haystack)
+
+
+def nearest_span(haystack: str, needle: str) -> str:
+    """The span of ``haystack`` most like ``needle``: shown when a quote is not verbatim."""
+    hay, ned = normalize_ws(haystack), normalize_ws(needle)
+    if not hay or not ned:
+        return ""
+    matcher = difflib.SequenceMatcher(None, hay, ned, autojunk=False)
+    block = max(matcher.get_matching_blocks(), key=lambda b: b.size)
+    start = max(0, block.a - block.b)
+    return hay[start : start + len(ned)]
+
+
+def sha256_hex(data: str | bytes) -> str:
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+def stable_json(value: Any) -> str:
+    """Canonical JSON (sorted keys, no spaces) for hashing."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def estimate_tokens(text: str) -> int:
+    """A documented estimate for judges without a local tokenizer: one token per 4 characters.
+
+    English BPE vocabularies average 3.5-4.5 characters a token, so this errs high for prose
+    and keeps the budget check conservative.
+    """
+    return (len(text) + 3) // 4
+
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def extract_json_object(text: str) -> Any:
+    """Parse the JSON object in a model reply that may wrap it in prose or code fences.
+
+    Raises ``ValueError`` with a short reason when there is no complete object.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError("the reply is empty")
+    candidates = [stripped]
+    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
+    for candidate in candidates:
+        try:
+            return json.loads(candidate)
+        except ValueError:
+            continue
+    decoder = json.JSONDecoder()
+    for match in re.finditer(r"[{\[]", text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            return value
+    if "{" in text:
+        raise ValueError("the reply holds no complete JSON object (truncated or malformed)")
+    raise ValueError("the reply holds no JSON object")

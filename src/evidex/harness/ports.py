@@ -1,0 +1,37 @@
+"""What the harness needs from storage, as protocols; ``evidex.store`` implements them.
+
+Keeping these here lets the harness stay free of any database driver, and lets tests pass a
+real SQLite store or anything else with the same methods.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from evidex.harness.events import AuditRecord
+
+__all__ = ["ReviewRequest", "StorePort"]
+
+
+class ReviewRequest(BaseModel):
+    """An item for the human review queue. ``reason`` says why it is there, in words."""
+
+    job: str
+    reason: str
+    run_id: str
+    risk: str = "low"
+    batch_id: str = ""
+    passage_ids: list[str] = Field(default_factory=list)
+    payload: dict[str, Any] = Field(default_factory=dict)
+
+
+class StorePort(Protocol):
+    def append_audit(self, record: AuditRecord) -> None: ...
+
+    def cache_get(self, key: str) -> dict[str, Any] | None: ...
+
+    def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None: ...
+
+    def add_review(self, request: ReviewRequest) -> int: ...

@@ -1,0 +1,406 @@
+"""The harness: runs any task step against any judge, with the contract every job shares.
+
+For one batch (:meth:`Harness.call`): cache lookup → judge call under a timeout and the judge's
+circuit breaker → JSON extraction → the step's schema and semantic validation → on failure a
+re-ask that carries the errors → a last attempt at temperature 0 with a stricter format reminder
+→ when attempts run out, the step's explicit fallback, marked ``source="fallback"`` with its
+reason, a review-queue item, and an audit-log row. Every exchange emits an :class:`AuditRecord`.
+
+For many batches (:meth:`Harness.map`): bounded concurrency, results in input order, progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel
+
+from evidex._text import extract_json_object, sha256_hex, stable_json
+from evidex.errors import AttemptRecord, CircuitOpenError, JudgeUnavailable
+from evidex.harness.breaker import CircuitBreaker
+from evidex.harness.events import AuditRecord, Hooks
+from evidex.harness.ports import ReviewRequest, StorePort
+from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
+from evidex.tasks.base import ReplyInvalid, Step, StepRequest
+from evidex.types import Source, Usage
+
+__all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
+
+B = TypeVar("B")
+V = TypeVar("V", bound=BaseModel)
+
+_BREAKERS: weakref.WeakKeyDictionary[Judge, CircuitBreaker] = weakref.WeakKeyDictionary()
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    timeout_s: float = 120.0
+    max_concurrency: int = 4
+    temperature: float = 0.2
+    breaker_threshold: int = 5
+    breaker_cooldown_s: float = 30.0
+    backoff_s: float = 0.5
+    use_cache: bool = True
+
+
+@dataclass
+class RunContext:
+    """One job invocation: ties its audit rows and review items together."""
+
+    job: str
+    query: str
+    risk: str = "low"
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+
+    @property
+    def query_hash(self) -> str:
+        return sha256_hex(self.query)[:16]
+
+
+@dataclass
+class Outcome(Generic[V]):
+    """A validated value for one batch, with where it came from and what it cost."""
+
+    value: V
+    source: Source
+    batch_id: str
+    reason: str | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    review_item_id: int | None = None
+    judge_calls: int = 0
+
+
+class Harness:
+    """Runs steps for one judge. Cheap to build; share one per judge for the breaker to help."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        store: StorePort,
+        *,
+        settings: HarnessSettings | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        self.judge = judge
+        self.store = store
+        self.settings = settings or HarnessSettings()
+        self.hooks = hooks or Hooks()
+        self.hooks.subscribe(store.append_audit, critical=True)
+        breaker = _BREAKERS.get(judge)
+        if breaker is None:
+            breaker = CircuitBreaker(
+                threshold=self.settings.breaker_threshold,
+                cooldown_s=self.settings.breaker_cooldown_s,
+            )
+            _BREAKERS[judge] = breaker
+        self.breaker = breaker
+
+    # ------------------------------------------------------------------ public API
+
+    def cache_key(self, step: Step[B, V], batch: B) -> str:
+        material = {
+            "job": step.job,
+            "step": step.name,
+            "prompt": step.template.version,
+            "judge": self.judge.judge_id,
+            "judge_options": dict(self.judge.fingerprint()),
+            "input": step.cache_material(batch),
+        }
+        return sha256_hex(stable_json(material))
+
+    def note(
+        self, ctx: RunContext, kind: str, detail: str, **data: Any
+    ) -> None:
+        """Record an input event (duplicate removed, truncation...) in the audit log."""
+        self.hooks.emit(
+            AuditRecord(
+                run_id=ctx.run_id,
+                job=ctx.job,
+                step=kind,
+                status="note",
+                query_hash=ctx.query_hash,
+                judge_id=self.judge.judge_id,
+                detail={"detail": detail, **data},
+            )
+        )
+
+    def review(self, ctx: RunContext, request: ReviewRequest) -> int:
+        """Put an item in the review queue and log that it was routed there."""
+        item_id = self.store.add_review(request)
+        self.hooks.emit(
+            AuditRecord(
+                run_id=ctx.run_id,
+                job=ctx.job,
+                step="review",
+                status="review",
+                query_hash=ctx.query_hash,
+                batch_id=request.batch_id,
+                judge_id=self.judge.judge_id,
+                detail={"review_item_id": item_id, "reason": request.reason},
+            )
+        )
+        return item_id
+
+    async def map(
+        self,
+        step: Step[B, V],
+        batches: Sequence[B],
+        ctx: RunContext,
+        *,
+        on_progress: Callable[[int, int], None] | None = None,
+    ) -> list[Outcome[V]]:
+        """Run every batch with bounded concurrency; outcomes come back in input order."""
+        semaphore = asyncio.Semaphore(max(1, self.settings.max_concurrency))
+        done = 0
+
+        async def one(index: int, batch: B) -> Outcome[V]:
+            nonlocal done
+            async with semaphore:
+                outcome = await self.call(step, batch, ctx, batch_id=f"{ctx.run_id}-b{index:03d}")
+            done += 1
+            if on_progress is not None:
+                on_progress(done, len(batches))
+            return outcome
+
+        return list(await asyncio.gather(*(one(i, b) for i, b in enumerate(batches))))
+
+    async def call(
+        self, step: Step[B, V], batch: B, ctx: RunContext, *, batch_id: str | None = None
+    ) -> Outcome[V]:
+        """One validated exchange: cache, attempts with re-asks, then the explicit fallback."""
+        batch_id = batch_id or f"{ctx.run_id}-b000"
+        base = self._row_base(step, ctx, batch_id)
+        key = self.cache_key(step, batch)
+        if self.settings.use_cache:
+            cached = self.store.cache_get(key)
+            if cached is not None:
+                value = step.value_type.model_validate(cached)
+                self.hooks.emit(
+                    AuditRecord(**base, status="cache", cache_key=key, labels=step.labels(value))
+                )
+                return Outcome(value=value, source="cache", batch_id=batch_id)
+
+        request = step.request(batch)
+        attempts: list[AttemptRecord] = []
+        usage = Usage()
+        messages = request.messages
+        reason = "no attempt was made"
+        calls = 0
+        for attempt in range(1, step.max_attempts + 1):
+            final = attempt == step.max_attempts and attempt > 1
+            temperature = 0.0 if final else self.settings.temperature
+            if attempts and attempts[-1].raw_output is not None:
+                messages = self._reask(step, request, attempts[-1], final=final)
+            elif final:
+                messages = self._strict(step, request, request.messages)
+            judge_request = JudgeRequest(
+                job=step.job,
+                step=step.name,
+                messages=messages,
+                schema=request.schema,
+                payload=request.payload,
+                temperature=temperature,
+                max_tokens=request.max_tokens,
+                attempt=attempt,
+            )
+            started = time.perf_counter()
+            try:
+                calls += 1
+                reply = await self._send(judge_request)
+            except CircuitOpenError as exc:
+                calls -= 1
+                reason = f"judge unavailable: {exc}"
+                attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
+                self.hooks.emit(
+                    AuditRecord(
+                        **base, status="error", attempt=attempt, errors=[reason], cache_key=key
+                    )
+                )
+                break
+            except JudgeUnavailable as exc:
+                reason = f"judge unavailable: {exc}"
+                latency = (time.perf_counter() - started) * 1000
+                attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
+                self.hooks.emit(
+                    AuditRecord(
+                        **base,
+                        status="error",
+                        attempt=attempt,
+                        temperature=temperature,
+                        errors=[reason],
+                        latency_ms=latency,
+                        cache_key=key,
+                    )
+                )
+                if attempt < step.max_attempts:
+                    await asyncio.sleep(self.settings.backoff_s * 2 ** (attempt - 1))
+                continue
+
+            latency = (time.perf_counter() - started) * 1000
+            usage = usage + reply.usage
+            row = dict(
+                base,
+                attempt=attempt,
+                temperature=temperature,
+                raw_output=reply.text,
+                latency_ms=latency,
+                prompt_tokens=reply.usage.prompt_tokens,
+                completion_tokens=reply.usage.completion_tokens,
+                model_version=reply.model_version or base["model_version"],
+                cache_key=key,
+            )
+            try:
+                value = step.validate(batch, _parse(reply.text))
+            except ReplyInvalid as exc:
+                reason = "reply failed validation: " + "; ".join(exc.errors)
+                attempts.append(
+                    AttemptRecord(
+                        attempt=attempt,
+                        raw_output=reply.text,
+                        errors=exc.errors,
+                        prompt_tokens=reply.usage.prompt_tokens,
+                        completion_tokens=reply.usage.completion_tokens,
+                    )
+                )
+                self.hooks.emit(AuditRecord(**row, status="invalid", errors=list(exc.errors)))
+                continue
+
+            attempts.append(AttemptRecord(attempt=attempt, raw_output=reply.text))
+            self.hooks.emit(AuditRecord(**row, status="ok", labels=step.labels(value)))
+            if self.settings.use_cache:
+                self.store.cache_put(key, step.job, value.model_dump(mode="json"))
+            return Outcome(
+                value=value,
+                source="judge",
+                batch_id=batch_id,
+                attempts=tuple(attempts),
+                usage=usage,
+                judge_calls=calls,
+            )
+
+        return self._fall_back(step, batch, ctx, base, key, reason, attempts, usage, calls)
+
+    # ------------------------------------------------------------------ internals
+
+    def _row_base(self, step: Step[Any, Any], ctx: RunContext, batch_id: str) -> dict[str, Any]:
+        return {
+            "run_id": ctx.run_id,
+            "job": step.job,
+            "step": step.name,
+            "query_hash": ctx.query_hash,
+            "batch_id": batch_id,
+            "judge_id": self.judge.judge_id,
+            "model_version": self.judge.model_version,
+            "prompt_version": step.template.version,
+        }
+
+    async def _send(self, request: JudgeRequest) -> JudgeReply:
+        if not self.breaker.allow():
+            raise CircuitOpenError(
+                f"circuit breaker open for {self.judge.judge_id} after "
+                f"{self.breaker.failures} consecutive failures"
+            )
+        try:
+            reply = await asyncio.wait_for(
+                self.judge.complete(request), timeout=self.settings.timeout_s
+            )
+        except asyncio.TimeoutError as exc:
+            self.breaker.record_failure()
+            raise JudgeUnavailable(
+                f"{self.judge.judge_id} did not answer within {self.settings.timeout_s:g}s"
+            ) from exc
+        except JudgeUnavailable:
+            self.breaker.record_failure()
+            raise
+        self.breaker.record_success()
+        return reply
+
+    def _reask(
+        self, step: Step[Any, Any], request: StepRequest, last: AttemptRecord, *, final: bool
+    ) -> tuple[Message, ...]:
+        errors = "\n".join(f"- {e}" for e in last.errors)
+        note = step.template.reask.replace("[ERRORS]", errors)
+        messages = (
+            *request.messages,
+            Message("assistant", last.raw_output or ""),
+            Message("user", note),
+        )
+        return self._strict(step, request, messages) if final else messages
+
+    @staticmethod
+    def _strict(
+        step: Step[Any, Any], request: StepRequest, messages: tuple[Message, ...]
+    ) -> tuple[Message, ...]:
+        reminder = step.template.strict.replace("[SCHEMA]", json.dumps(request.schema))
+        return (*messages, Message("user", reminder))
+
+    def _fall_back(
+        self,
+        step: Step[B, V],
+        batch: B,
+        ctx: RunContext,
+        base: dict[str, Any],
+        key: str,
+        reason: str,
+        attempts: list[AttemptRecord],
+        usage: Usage,
+        calls: int,
+    ) -> Outcome[V]:
+        value = step.fallback(batch, reason)
+        info = step.describe(batch)
+        last_raw = next((a.raw_output for a in reversed(attempts) if a.raw_output), None)
+        item_id = self.review(
+            ctx,
+            ReviewRequest(
+                job=step.job,
+                reason=f"fallback after {len(attempts)} attempt(s): {reason}",
+                run_id=ctx.run_id,
+                risk=ctx.risk,
+                batch_id=base["batch_id"],
+                passage_ids=list(info.passage_ids),
+                payload={
+                    "query": info.query,
+                    "step": step.name,
+                    "errors": [list(a.errors) for a in attempts],
+                    "last_raw_output": last_raw,
+                    "fallback": value.model_dump(mode="json"),
+                    **dict(info.extra),
+                },
+            ),
+        )
+        self.hooks.emit(
+            AuditRecord(
+                **base,
+                status="fallback",
+                attempt=len(attempts),
+                errors=[reason],
+                labels=step.labels(value),
+                cache_key=key,
+                detail={"review_item_id": item_id},
+            )
+        )
+        return Outcome(
+            value=value,
+            source="fallback",
+            batch_id=base["batch_id"],
+            reason=reason,
+            attempts=tuple(attempts),
+            usage=usage,
+            review_item_id=item_id,
+            judge_calls=calls,
+        )
+
+
+def _parse(text: str) -> Any:
+    try:
+        return extract_json_object(text)
+    except ValueError as exc:
+        raise ReplyInvalid([f"invalid JSON: {exc}"]) from exc

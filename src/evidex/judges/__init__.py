@@ -1,0 +1,47 @@
+"""Judge backends, chosen by spec string (``openai:gpt-4o-mini``, ``local:minilm``).
+
+The registry maps a spec prefix to a lazily imported factory, so a missing optional dependency
+only matters when its judge is asked for, and then says what to install. New backends add a
+row; nothing guesses a backend from a model name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from evidex.errors import UnknownJudgeError
+from evidex.judging import Judge
+
+__all__ = ["JUDGES", "get_judge", "register_judge"]
+
+# spec → "module:factory". The factory takes (spec, **options) and returns a Judge.
+JUDGES: dict[str, str] = {
+    "openai": "evidex.judges._openai:OpenAIJudge.from_spec",
+    "local:minilm": "evidex.judges._minilm:MiniLMJudge.from_spec",
+}
+
+
+def register_judge(prefix: str, factory: str | Callable[..., Judge]) -> None:
+    """Add a backend: ``prefix`` is matched against the spec (exactly, or before ``:``)."""
+    JUDGES[prefix] = factory  # type: ignore[assignment]
+
+
+def get_judge(spec: str, **options: Any) -> Judge:
+    """Build a judge from its spec string. Unknown options are rejected by the backend."""
+    spec = spec.strip()
+    target = JUDGES.get(spec) or JUDGES.get(spec.split(":", 1)[0])
+    if target is None or (spec.split(":", 1)[0] == "openai" and ":" not in spec):
+        known = ", ".join(sorted(k if ":" in k else f"{k}:MODEL" for k in JUDGES))
+        raise UnknownJudgeError(f"unknown judge {spec!r}; known judges: {known}")
+    factory = _load(target) if isinstance(target, str) else target
+    return factory(spec, **options)
+
+
+def _load(target: str) -> Callable[..., Judge]:
+    module_name, _, attr = target.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj  # type: ignore[no-any-return]

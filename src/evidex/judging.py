@@ -1,0 +1,99 @@
+"""The judge interface: the one small contract every backend implements.
+
+A judge answers a :class:`JudgeRequest` with raw text. Chat judges read ``messages`` and
+``schema``; native judges (an encoder that scores pairs) read the typed ``payload`` and answer
+in the same JSON schema, so validation, re-asks, fallback and logging are the same for all.
+Backends live in ``evidex.judges``; this module imports no SDK.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from evidex._text import estimate_tokens
+from evidex.types import Usage
+
+__all__ = ["Judge", "JudgeReply", "JudgeRequest", "Message"]
+
+Job = Literal["tier", "rerank", "classify", "audit"]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+@dataclass(frozen=True)
+class JudgeRequest:
+    """Everything a judge may need for one exchange. Never mutated: re-asks build a new one."""
+
+    job: str
+    messages: tuple[Message, ...]
+    schema: Mapping[str, Any]
+    payload: Mapping[str, Any]
+    temperature: float = 0.2
+    max_tokens: int = 2048
+    attempt: int = 1
+    step: str = ""
+    """Which kind of exchange inside a job (``tier``, ``audit.extract`` ...), for native judges."""
+
+
+@dataclass(frozen=True)
+class JudgeReply:
+    text: str
+    usage: Usage = field(default_factory=Usage)
+    model_version: str = ""
+
+
+class Judge(abc.ABC):
+    """A backend. Subclasses set ``jobs`` and implement :meth:`complete`.
+
+    ``judge_id`` is the spec string (``openai:gpt-4o-mini``); together with :meth:`fingerprint`
+    it enters the cache key, so changing a model or an option never serves stale judgments.
+    Secrets (API keys) must never appear in either.
+    """
+
+    jobs: ClassVar[frozenset[str]] = frozenset()
+    context_window: int = 8192
+    is_heuristic: bool = False
+    """True for judges whose verdicts come from scores and thresholds, not from reading."""
+
+    def __init__(self, judge_id: str) -> None:
+        self.judge_id = judge_id
+
+    @abc.abstractmethod
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """Answer one request with raw text. Raise ``JudgeUnavailable`` for transport faults."""
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        """Options that change judgments (model version, thresholds...), for the cache key."""
+        return {}
+
+    @property
+    def model_version(self) -> str:
+        return self.judge_id
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` for this judge; the default is the documented 4-chars estimate."""
+        return estimate_tokens(text)
+
+    def passage_token_limit(self, overhead_tokens: int, batch_size: int) -> int:
+        """How many tokens one passage may have when ``batch_size`` passages share a prompt
+        whose fixed part is ``overhead_tokens``; longer passages are truncated by preflight
+        (with an event). Chat judges split what the context window leaves after the fixed
+        part and a reply reserve; encoders override this with their sequence length."""
+        reserve = 160 * batch_size + 200
+        return max(64, (self.context_window - overhead_tokens - reserve) // max(1, batch_size))
+
+    def supports(self, job: str) -> bool:
+        return job in self.jobs
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release connections or models. Default: nothing to release."""
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.judge_id}>"

@@ -1,0 +1,5 @@
+"""Storage: append-only audit log, content-addressed cache, review queue, golden labels."""
+
+from evidex.store._sql import SqlStore, default_url, open_store
+
+__all__ = ["SqlStore", "default_url", "open_store"]

@@ -1,0 +1,117 @@
+"""Tables of the store, and the numbered migrations that create them.
+
+A migration is a small named function; ``schema_migrations`` records which ran. Never edit one
+that has shipped: add the next.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+metadata = sa.MetaData()
+
+migrations_table = sa.Table(
+    "schema_migrations",
+    metadata,
+    sa.Column("number", sa.Integer, primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("applied_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+audit_log = sa.Table(
+    "audit_log",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("time", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.Column("run_id", sa.String(64), nullable=False, index=True),
+    sa.Column("job", sa.String(32), nullable=False),
+    sa.Column("step", sa.String(64), nullable=False, default=""),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("query_hash", sa.String(64), nullable=False, default=""),
+    sa.Column("batch_id", sa.String(128), nullable=False, default=""),
+    sa.Column("judge_id", sa.String(200), nullable=False, default=""),
+    sa.Column("model_version", sa.String(200), nullable=False, default=""),
+    sa.Column("prompt_version", sa.String(64), nullable=False, default=""),
+    sa.Column("attempt", sa.Integer, nullable=False, default=0),
+    sa.Column("temperature", sa.Float, nullable=True),
+    sa.Column("raw_output", sa.Text, nullable=True),
+    sa.Column("errors", sa.JSON, nullable=False),
+    sa.Column("labels", sa.JSON, nullable=True),
+    sa.Column("latency_ms", sa.Float, nullable=True),
+    sa.Column("prompt_tokens", sa.Integer, nullable=False, default=0),
+    sa.Column("completion_tokens", sa.Integer, nullable=False, default=0),
+    sa.Column("cache_key", sa.String(64), nullable=False, default=""),
+    sa.Column("detail", sa.JSON, nullable=False),
+)
+
+cache = sa.Table(
+    "cache",
+    metadata,
+    sa.Column("key", sa.String(64), primary_key=True),
+    sa.Column("job", sa.String(32), nullable=False),
+    sa.Column("value", sa.JSON, nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+review_queue = sa.Table(
+    "review_queue",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job", sa.String(32), nullable=False, index=True),
+    sa.Column("status", sa.String(16), nullable=False, index=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("risk", sa.String(16), nullable=False),
+    sa.Column("run_id", sa.String(64), nullable=False),
+    sa.Column("batch_id", sa.String(128), nullable=False, default=""),
+    sa.Column("passage_ids", sa.JSON, nullable=False),
+    sa.Column("payload", sa.JSON, nullable=False),
+    sa.Column("decision", sa.Text, nullable=True),
+    sa.Column("note", sa.Text, nullable=True),
+    sa.Column("reviewer", sa.String(200), nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+golden_labels = sa.Table(
+    "golden_labels",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job", sa.String(32), nullable=False, index=True),
+    sa.Column("item", sa.JSON, nullable=False),
+    sa.Column("label", sa.JSON, nullable=False),
+    sa.Column("origin", sa.String(200), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+)
+
+
+def _m1_initial_tables(conn: Connection) -> None:
+    for table in (audit_log, cache, review_queue, golden_labels):
+        table.create(conn, checkfirst=True)
+
+
+def _m2_audit_log_append_only(conn: Connection) -> None:
+    """The audit log refuses UPDATE and DELETE in the database itself, not just in our API."""
+    if conn.dialect.name == "sqlite":
+        for op in ("UPDATE", "DELETE"):
+            conn.exec_driver_sql(
+                f"CREATE TRIGGER IF NOT EXISTS audit_log_no_{op.lower()} BEFORE {op} ON audit_log "
+                "BEGIN SELECT RAISE(ABORT, 'audit_log is append-only'); END"
+            )
+    elif conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(
+            "CREATE OR REPLACE FUNCTION evidex_audit_append_only() RETURNS trigger AS $$ "
+            "BEGIN RAISE EXCEPTION 'audit_log is append-only'; END $$ LANGUAGE plpgsql"
+        )
+        conn.exec_driver_sql(
+            "CREATE TRIGGER audit_log_append_only BEFORE UPDATE OR DELETE ON audit_log "
+            "FOR EACH ROW EXECUTE FUNCTION evidex_audit_append_only()"
+        )
+
+
+MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
+    (1, "initial tables", _m1_initial_tables),
+    (2, "audit log append-only", _m2_audit_log_append_only),
+]

@@ -1,0 +1,242 @@
+"""The store over SQLAlchemy Core: SQLite by default, PostgreSQL by URL."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from evidex.errors import ConfigError, InputError, StoreError
+from evidex.harness.events import AuditRecord
+from evidex.harness.ports import ReviewRequest
+from evidex.store import _schema as t
+
+__all__ = ["SqlStore", "default_url", "open_store"]
+
+REVIEW_DECISIONS_HINT = "a tier, label, claim status or 'accept'/'reject'"
+
+
+def default_url() -> str:
+    """``EVIDEX_DB`` (a URL or a file path), else ``evidex.db`` in the user data dir."""
+    configured = os.environ.get("EVIDEX_DB")
+    if configured:
+        return configured if "://" in configured else f"sqlite:///{Path(configured).expanduser()}"
+    import platformdirs
+
+    data_dir = Path(platformdirs.user_data_dir("evidex"))
+    return f"sqlite:///{data_dir / 'evidex.db'}"
+
+
+def open_store(url: str | None = None) -> SqlStore:
+    return SqlStore(url or default_url())
+
+
+def _now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def _aware(value: datetime | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        return value.replace(tzinfo=timezone.utc)
+    return value
+
+
+class SqlStore:
+    """Audit log (append-only), content-addressed cache, review queue and golden labels."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        try:
+            if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
+                Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(
+                    parents=True, exist_ok=True
+                )
+            self.engine = sa.create_engine(url, future=True)
+            if self.engine.dialect.name == "sqlite":
+                sa.event.listen(self.engine, "connect", _sqlite_pragmas)
+        except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
+            raise ConfigError(f"cannot open the store at {_safe_url(url)}: {exc}") from exc
+        self._lock = threading.Lock()
+        self.migrate()
+
+    # ------------------------------------------------------------------ schema
+
+    def migrate(self) -> list[int]:
+        """Apply the numbered migrations that have not run yet; returns their numbers."""
+        applied: list[int] = []
+        try:
+            with self.engine.begin() as conn:
+                t.migrations_table.create(conn, checkfirst=True)
+                done = {row.number for row in conn.execute(sa.select(t.migrations_table.c.number))}
+                for number, name, fn in t.MIGRATIONS:
+                    if number in done:
+                        continue
+                    fn(conn)
+                    conn.execute(
+                        t.migrations_table.insert().values(number=number, name=name, applied_at=_now())
+                    )
+                    applied.append(number)
+        except IntegrityError:
+            return []  # another process migrated concurrently
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot migrate the store at {_safe_url(self.url)}: {exc}") from exc
+        return applied
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            value = conn.execute(sa.select(sa.func.max(t.migrations_table.c.number))).scalar()
+        return int(value or 0)
+
+    # ------------------------------------------------------------------ audit log
+
+    def append_audit(self, record: AuditRecord) -> None:
+        self._write(t.audit_log.insert().values(**record.model_dump(mode="python")))
+
+    def audit_rows(
+        self, *, last: int | None = None, run_id: str | None = None, job: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows oldest first (``last`` keeps the newest N)."""
+        query = sa.select(t.audit_log).order_by(t.audit_log.c.id.desc())
+        if run_id:
+            query = query.where(t.audit_log.c.run_id == run_id)
+        if job:
+            query = query.where(t.audit_log.c.job == job)
+        if last:
+            query = query.limit(last)
+        rows = self._read(query)
+        for row in rows:
+            row["time"] = _aware(row["time"])
+        return list(reversed(rows))
+
+    # ------------------------------------------------------------------ cache
+
+    def cache_get(self, key: str) -> dict[str, Any] | None:
+        rows = self._read(sa.select(t.cache.c.value).where(t.cache.c.key == key))
+        return rows[0]["value"] if rows else None
+
+    def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None:
+        try:
+            self._write(t.cache.insert().values(key=key, job=job, value=value, created_at=_now()))
+        except StoreError as exc:
+            if not isinstance(exc.__cause__, IntegrityError):
+                raise  # same key, same content: a concurrent writer got there first
+
+    def cache_clear(self, job: str | None = None) -> int:
+        stmt = t.cache.delete()
+        if job:
+            stmt = stmt.where(t.cache.c.job == job)
+        return self._write(stmt)
+
+    # ------------------------------------------------------------------ review queue
+
+    def add_review(self, request: ReviewRequest) -> int:
+        values = request.model_dump(mode="json")
+        values.update(status="pending", created_at=_now())
+        with self._lock:
+            try:
+                with self.engine.begin() as conn:
+                    result = conn.execute(t.review_queue.insert().values(**values))
+                    return int(result.inserted_primary_key[0])
+            except SQLAlchemyError as exc:
+                raise StoreError(f"cannot write the review queue: {exc}") from exc
+
+    def list_reviews(
+        self, *, status: str | None = "pending", job: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        query = sa.select(t.review_queue).order_by(t.review_queue.c.id)
+        if status:
+            query = query.where(t.review_queue.c.status == status)
+        if job:
+            query = query.where(t.review_queue.c.job == job)
+        if limit:
+            query = query.limit(limit)
+        return [self._review_row(r) for r in self._read(query)]
+
+    def get_review(self, item_id: int) -> dict[str, Any]:
+        rows = self._read(sa.select(t.review_queue).where(t.review_queue.c.id == item_id))
+        if not rows:
+            raise InputError(f"no review item with id {item_id}")
+        return self._review_row(rows[0])
+
+    def resolve_review(
+        self, item_id: int, *, decision: str, reviewer: str | None = None, note: str | None = None
+    ) -> dict[str, Any]:
+        if not decision.strip():
+            raise InputError(f"a decision is required ({REVIEW_DECISIONS_HINT})")
+        item = self.get_review(item_id)
+        if item["status"] == "resolved":
+            raise InputError(f"review item {item_id} is already resolved ({item['decision']!r})")
+        self._write(
+            t.review_queue.update()
+            .where(t.review_queue.c.id == item_id)
+            .values(
+                status="resolved",
+                decision=decision,
+                reviewer=reviewer,
+                note=note,
+                resolved_at=_now(),
+            )
+        )
+        return self.get_review(item_id)
+
+    # ------------------------------------------------------------------ golden labels
+
+    def add_golden(self, job: str, item: dict[str, Any], label: Any, origin: str) -> int:
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                t.golden_labels.insert().values(
+                    job=job, item=item, label=label, origin=origin, created_at=_now()
+                )
+            )
+            return int(result.inserted_primary_key[0])
+
+    def golden(self, job: str) -> Iterator[dict[str, Any]]:
+        query = sa.select(t.golden_labels).where(t.golden_labels.c.job == job)
+        yield from self._read(query.order_by(t.golden_labels.c.id))
+
+    # ------------------------------------------------------------------ internals
+
+    @staticmethod
+    def _review_row(row: dict[str, Any]) -> dict[str, Any]:
+        row["created_at"] = _aware(row["created_at"])
+        row["resolved_at"] = _aware(row["resolved_at"])
+        return row
+
+    def _read(self, query: Any) -> list[dict[str, Any]]:
+        try:
+            with self.engine.connect() as conn:
+                return [dict(r._mapping) for r in conn.execute(query)]
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read the store: {exc}") from exc
+
+    def _write(self, stmt: Any) -> int:
+        with self._lock:
+            try:
+                with self.engine.begin() as conn:
+                    return int(conn.execute(stmt).rowcount or 0)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"cannot write the store: {exc}") from exc
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=10000")
+    cursor.close()
+
+
+def _safe_url(url: str) -> str:
+    """The URL without its password, for messages."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable URL>"

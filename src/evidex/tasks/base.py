@@ -1,0 +1,129 @@
+"""What every job's task provides to the harness.
+
+A task is pure: it turns typed input into judge requests, checks a reply against the input it
+was built from, and says what the explicit fallback is. It does no I/O and knows no backend.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from evidex._text import sha256_hex
+from evidex.judging import Message
+
+__all__ = ["PromptTemplate", "ReplyInvalid", "Step", "StepRequest", "passages_json"]
+
+_PLACEHOLDER = re.compile(r"\[([A-Z_]+)\]")
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """A versioned prompt: the version is the hash of every text the judge may be shown.
+
+    ``reask`` is appended (with the validation errors in ``[ERRORS]``) after an invalid reply;
+    ``strict`` is the stricter format reminder of the final, temperature-0 attempt. Editing any
+    of them changes :attr:`version`, which invalidates the cache by construction.
+    """
+
+    name: str
+    system: str
+    user: str
+    reask: str = (
+        "Your previous reply could not be accepted. These problems were found:\n[ERRORS]\n"
+        "Answer again with one corrected JSON object that fixes every problem listed."
+    )
+    strict: str = (
+        "Reply with exactly one JSON object that matches the schema below, and nothing else: "
+        "no prose, no code fences, no comments.\nSchema:\n[SCHEMA]"
+    )
+
+    @property
+    def version(self) -> str:
+        text = "\x1e".join([self.name, self.system, self.user, self.reask, self.strict])
+        return sha256_hex(text)[:16]
+
+    def placeholders(self) -> set[str]:
+        return set(_PLACEHOLDER.findall(self.system + self.user))
+
+    def render(self, values: Mapping[str, str]) -> tuple[Message, ...]:
+        """Fill ``[PLACEHOLDER]`` slots; a missing value is a programming error, not input."""
+        missing = self.placeholders() - set(values)
+        if missing:
+            raise KeyError(f"template {self.name} needs values for {sorted(missing)}")
+
+        def fill(text: str) -> str:
+            return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+
+        return (Message("system", fill(self.system)), Message("user", fill(self.user)))
+
+
+@dataclass(frozen=True)
+class StepRequest:
+    """What a task asks of a judge for one batch: chat messages, the reply schema, and the
+    typed payload that native judges read instead of the prose."""
+
+    messages: tuple[Message, ...]
+    schema: Mapping[str, Any]
+    payload: Mapping[str, Any]
+    max_tokens: int = 2048
+
+
+class ReplyInvalid(Exception):
+    """A reply failed schema or semantic validation; ``errors`` go back to the judge verbatim."""
+
+    def __init__(self, errors: Sequence[str]) -> None:
+        self.errors = tuple(errors) or ("the reply was rejected",)
+        super().__init__("; ".join(self.errors))
+
+
+B = TypeVar("B")
+B_contra = TypeVar("B_contra", contravariant=True)
+V = TypeVar("V", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What the audit log and the review queue need to know of a batch."""
+
+    query: str
+    passage_ids: tuple[str, ...] = ()
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Step(Protocol, Generic[B, V]):
+    """One kind of validated judge exchange. The harness runs it with retries and fallback."""
+
+    job: str
+    name: str
+    template: PromptTemplate
+    max_attempts: int
+    value_type: type[V]
+
+    def request(self, batch: B) -> StepRequest: ...
+
+    def validate(self, batch: B, data: Any) -> V:
+        """Check parsed JSON against the batch; raise :class:`ReplyInvalid` listing every error."""
+        ...
+
+    def fallback(self, batch: B, reason: str) -> V: ...
+
+    def cache_material(self, batch: B) -> Any:
+        """The normalised input that, with the prompt and judge, identifies the answer."""
+        ...
+
+    def describe(self, batch: B) -> BatchInfo: ...
+
+    def labels(self, value: V) -> Any:
+        """The final labels of a validated value, as written to the audit log."""
+        ...
+
+
+def passages_json(items: Sequence[Mapping[str, Any]]) -> str:
+    """Passages as a JSON array: an unambiguous data block the prompt tells the judge not to obey."""
+    return json.dumps(list(items), ensure_ascii=False, indent=1)
