@@ -1,0 +1,67 @@
+"""The typer app, error-to-exit-code mapping and shared output helpers."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+from evidex.errors import EvidexError, UsageError
+
+app = typer.Typer(
+    name="evidex",
+    help="Grade retrieved evidence for RAG: relevance tiers, reranking, cited classification "
+    "and claim-level answer audits, with an audit log and a human review queue.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+err_console = Console(stderr=True)
+
+EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
+
+
+def run(argv: list[str]) -> int:
+    """Run the app and map errors to exit codes: usage/input → 2, anything else → 1."""
+    try:
+        app(args=argv, prog_name="evidex", standalone_mode=False)
+    except UsageError as exc:
+        err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        return EXIT_USAGE
+    except EvidexError as exc:
+        err_console.print(f"[bold red]failed:[/] {exc}", markup=True, highlight=False)
+        return EXIT_INTERNAL
+    except typer.Exit as exc:
+        return int(exc.exit_code or 0)
+    except typer.Abort:
+        err_console.print("aborted")
+        return EXIT_INTERNAL
+    except Exception as exc:  # click's usage errors and the truly unexpected
+        import click
+
+        if isinstance(exc, click.exceptions.UsageError):
+            exc.show()
+            return EXIT_USAGE
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            return exc.exit_code
+        logging.getLogger("evidex").exception("internal error")
+        err_console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}")
+        return EXIT_INTERNAL
+    return EXIT_OK
+
+
+def write_json(data: Any, output: Path | None) -> None:
+    """Write JSON to ``output`` or stdout (stdout stays machine-readable: no rich markup)."""
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    if output is None or str(output) == "-":
+        sys.stdout.write(text + "\n")
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        err_console.print(f"wrote {output}")
