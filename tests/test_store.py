@@ -1,0 +1,99 @@
+"""The store: numbered migrations, append-only audit log, cache, review queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from evidex.errors import InputError, StoreError
+from evidex.harness.events import AuditRecord
+from evidex.harness.ports import ReviewRequest
+from evidex.store import SqlStore, default_url, open_store
+
+
+def test_migrations_are_numbered_and_idempotent(store: SqlStore) -> None:
+    assert store.schema_version() == 2
+    assert store.migrate() == []
+
+
+def test_audit_log_round_trip(store: SqlStore) -> None:
+    store.append_audit(AuditRecord(run_id="r1", job="tier", status="ok", raw_output="{}", labels={"p1": "irrelevant"}))
+    store.append_audit(AuditRecord(run_id="r2", job="tier", status="invalid", errors=["bad"]))
+    rows = store.audit_rows()
+    assert [r["run_id"] for r in rows] == ["r1", "r2"]
+    assert rows[0]["labels"] == {"p1": "irrelevant"}
+    assert rows[1]["errors"] == ["bad"]
+    assert rows[0]["time"].tzinfo is not None
+    assert [r["run_id"] for r in store.audit_rows(last=1)] == ["r2"]
+    assert [r["run_id"] for r in store.audit_rows(run_id="r1")] == ["r1"]
+
+
+@pytest.mark.parametrize("statement", ["UPDATE audit_log SET status = 'ok'", "DELETE FROM audit_log"])
+def test_audit_log_is_append_only_in_the_database(store: SqlStore, statement: str) -> None:
+    store.append_audit(AuditRecord(run_id="r1", job="tier", status="ok"))
+    with pytest.raises(sa.exc.DatabaseError, match="append-only"), store.engine.begin() as conn:
+        conn.exec_driver_sql(statement)
+    assert len(store.audit_rows()) == 1
+
+
+def test_cache_is_content_addressed(store: SqlStore) -> None:
+    assert store.cache_get("k") is None
+    store.cache_put("k", "tier", {"a": 1})
+    store.cache_put("k", "tier", {"a": 1})  # a concurrent writer with the same content
+    assert store.cache_get("k") == {"a": 1}
+    assert store.cache_clear("tier") == 1
+    assert store.cache_get("k") is None
+
+
+def test_review_queue_lifecycle(store: SqlStore) -> None:
+    item_id = store.add_review(
+        ReviewRequest(job="tier", reason="fallback", run_id="r1", passage_ids=["p1"], payload={"x": 1})
+    )
+    [pending] = store.list_reviews()
+    assert pending["id"] == item_id and pending["status"] == "pending" and pending["decision"] is None
+    resolved = store.resolve_review(item_id, decision="irrelevant", reviewer="ana", note="keyword match")
+    assert resolved["status"] == "resolved" and resolved["reviewer"] == "ana"
+    assert resolved["resolved_at"] >= resolved["created_at"]
+    assert store.list_reviews() == []
+    assert len(store.list_reviews(status=None)) == 1
+    with pytest.raises(InputError, match="already resolved"):
+        store.resolve_review(item_id, decision="x")
+    with pytest.raises(InputError, match="no review item"):
+        store.get_review(999)
+    with pytest.raises(InputError, match="decision is required"):
+        store.resolve_review(store.add_review(ReviewRequest(job="tier", reason="r", run_id="r")), decision=" ")
+
+
+def test_default_url_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "x.db"))
+    assert default_url() == f"sqlite:///{tmp_path / 'x.db'}"
+    monkeypatch.setenv("EVIDEX_DB", "postgresql://u:pw@localhost/db")
+    assert default_url() == "postgresql://u:pw@localhost/db"
+
+
+def test_store_survives_reopen(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'nested' / 'evidex.db'}"
+    first = open_store(url)
+    first.append_audit(AuditRecord(run_id="r", job="tier", status="ok"))
+    first.close()
+    second = open_store(url)
+    assert len(second.audit_rows()) == 1
+    second.close()
+
+
+def test_unwritable_store_raises_store_error(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 's.db'}")
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE review_queue")
+    with pytest.raises(StoreError, match="review queue"):
+        store.add_review(ReviewRequest(job="tier", reason="r", run_id="r"))
+    store.close()
+
+
+def test_bad_url_is_a_config_error() -> None:
+    from evidex.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot open the store"):
+        open_store("nosuchdialect://x")
