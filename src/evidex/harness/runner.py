@@ -26,6 +26,7 @@ from evidex._text import extract_json_object, sha256_hex, stable_json
 from evidex.errors import AttemptRecord, CircuitOpenError, JudgeUnavailable
 from evidex.harness.breaker import CircuitBreaker
 from evidex.harness.events import AuditRecord, Hooks
+from evidex.harness.metrics import metrics
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Step, StepRequest
@@ -94,6 +95,7 @@ class Harness:
         self.settings = settings or HarnessSettings()
         self.hooks = hooks or Hooks()
         self.hooks.subscribe(store.append_audit, critical=True)
+        self.hooks.subscribe(metrics().observe)
         breaker = _BREAKERS.get(judge)
         if breaker is None:
             breaker = CircuitBreaker(

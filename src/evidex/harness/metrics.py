@@ -1,0 +1,61 @@
+"""Process-wide metrics fed by the harness hooks: judge calls by status, fallbacks, review
+items, cache hits, latency and tokens. The HTTP service exports them for Prometheus; library
+users read :func:`metrics` directly."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter, deque
+from statistics import median
+from typing import Any
+
+from evidex.harness.events import AuditRecord
+
+__all__ = ["Metrics", "metrics"]
+
+
+class Metrics:
+    def __init__(self, window: int = 1000) -> None:
+        self._lock = threading.Lock()
+        self.records: Counter[tuple[str, str, str]] = Counter()
+        self.tokens: Counter[tuple[str, str]] = Counter()
+        self.latency_ms: dict[str, deque[float]] = {}
+        self._window = window
+        self._listeners: list[Any] = []
+
+    def observe(self, record: AuditRecord) -> None:
+        with self._lock:
+            self.records[(record.job, record.status, record.judge_id)] += 1
+            self.tokens[(record.job, "prompt")] += record.prompt_tokens
+            self.tokens[(record.job, "completion")] += record.completion_tokens
+            if record.latency_ms is not None:
+                self.latency_ms.setdefault(record.job, deque(maxlen=self._window)).append(
+                    record.latency_ms
+                )
+        for listener in self._listeners:
+            listener(record)
+
+    def add_listener(self, fn: Any) -> None:
+        """Forward every record to ``fn`` too (the service's Prometheus collectors)."""
+        self._listeners.append(fn)
+
+    def snapshot(self) -> dict[str, Any]:
+        with self._lock:
+            return {
+                "records": [
+                    {"job": j, "status": s, "judge": judge, "count": n}
+                    for (j, s, judge), n in sorted(self.records.items())
+                ],
+                "tokens": {f"{j}.{kind}": n for (j, kind), n in sorted(self.tokens.items())},
+                "latency_ms_median": {
+                    j: round(median(v), 2) for j, v in sorted(self.latency_ms.items()) if v
+                },
+            }
+
+
+_METRICS = Metrics()
+
+
+def metrics() -> Metrics:
+    """The process-wide collector every harness reports to."""
+    return _METRICS

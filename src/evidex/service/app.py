@@ -1,0 +1,166 @@
+"""FastAPI app factory. Judges are built once per spec and kept, so a model loads once and a
+judge's circuit breaker sees every request."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+try:
+    from fastapi import FastAPI, HTTPException, Request
+    from fastapi.responses import JSONResponse, PlainTextResponse
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    from evidex.errors import MissingExtraError
+
+    raise MissingExtraError("the HTTP service", "service") from exc
+
+from pydantic import BaseModel, Field
+
+from evidex._version import __version__
+from evidex.errors import EvidexError, RunError, UsageError
+from evidex.harness.metrics import metrics
+from evidex.jobs._common import DEFAULT_JUDGES, resolve_judge
+from evidex.jobs.select import select_context
+from evidex.jobs.tier import atier
+from evidex.judging import Judge
+from evidex.store import SqlStore, open_store
+from evidex.types import Passage, RiskLevel, TierScheme
+
+__all__ = ["create_app"]
+
+
+class TierRequest(BaseModel):
+    query: str
+    passages: list[Passage]
+    judge: str | None = None
+    risk: RiskLevel = RiskLevel.LOW
+    batch_size: int = 10
+    tiers: TierScheme | None = None
+    policy: str | None = Field(default=None, description="strict | standard | broad")
+    budget: int = 4000
+
+
+class ResolveRequest(BaseModel):
+    decision: str
+    note: str | None = None
+    reviewer: str | None = None
+
+
+def create_app(
+    store: SqlStore | str | None = None,
+    *,
+    judges: Mapping[str, Judge] | None = None,
+    allowed_judges: set[str] | None = None,
+) -> FastAPI:
+    """Build the app. ``judges`` pre-builds judges by spec (tests, custom backends);
+    ``allowed_judges`` limits which specs a request may name (default: ``EVIDEX_SERVICE_JUDGES``
+    as a comma list, else the job defaults plus the pre-built ones). Judge endpoints and keys
+    come from the server's environment, never from a request."""
+    the_store: SqlStore = store if isinstance(store, SqlStore) else open_store(store)
+    cache: dict[str, Judge] = dict(judges or {})
+    env_allowed = {s.strip() for s in os.environ.get("EVIDEX_SERVICE_JUDGES", "").split(",") if s.strip()}
+    allowed = allowed_judges or env_allowed or set(DEFAULT_JUDGES.values()) | set(cache)
+
+    def judge_for(spec: str | None, job: str) -> Judge:
+        spec = spec or DEFAULT_JUDGES[job]
+        if spec not in allowed:
+            raise UsageError(f"judge {spec!r} is not enabled on this server; enabled: {sorted(allowed)}")
+        if spec not in cache:
+            cache[spec] = resolve_judge(spec, job)
+        return resolve_judge(cache[spec], job)
+
+    app = FastAPI(title="evidex", version=__version__, description="Grade retrieved evidence.")
+    app.state.store = the_store
+    app.state.judge_for = judge_for
+    _mount_prometheus(app)
+
+    @app.exception_handler(EvidexError)
+    async def _errors(_: Request, exc: EvidexError) -> JSONResponse:
+        status = 422 if isinstance(exc, UsageError) else 503 if isinstance(exc, RunError) else 500
+        return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
+
+    @app.get("/healthz")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok", "version": __version__, "schema_version": the_store.schema_version()}
+
+    @app.post("/tier")
+    async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
+        result = await atier(
+            body.query,
+            body.passages,
+            judge=judge_for(body.judge, "tier"),
+            store=the_store,
+            tiers=body.tiers,
+            risk=body.risk,
+            batch_size=body.batch_size,
+        )
+        report = result.report()
+        if body.policy:
+            report["context"] = select_context(result, body.policy, body.budget).model_dump(mode="json")
+        return report
+
+    @app.get("/review")
+    async def review_list(status: str = "pending", job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        return the_store.list_reviews(status=None if status == "all" else status, job=job, limit=limit)
+
+    @app.get("/review/{item_id}")
+    async def review_show(item_id: int) -> dict[str, Any]:
+        return the_store.get_review(item_id)
+
+    @app.post("/review/{item_id}/resolve")
+    async def review_resolve(item_id: int, body: ResolveRequest) -> dict[str, Any]:
+        return the_store.resolve_review(item_id, decision=body.decision, note=body.note, reviewer=body.reviewer)
+
+    @app.get("/log")
+    async def log(last: int = 50, run_id: str | None = None, job: str | None = None) -> list[dict[str, Any]]:
+        if last < 1 or last > 10_000:
+            raise HTTPException(status_code=422, detail="last must be within 1..10000")
+        return the_store.audit_rows(last=last, run_id=run_id, job=job)
+
+    for register in JOB_ROUTES:
+        register(app)
+    return app
+
+
+JOB_ROUTES: list[Callable[[FastAPI], None]] = []
+"""Other jobs add their endpoint here (``evidex.service.jobs``), keeping this module small."""
+
+
+def _mount_prometheus(app: FastAPI) -> None:
+    """Expose harness metrics at /metrics in the Prometheus text format."""
+    try:
+        import prometheus_client as prom
+    except ImportError:  # pragma: no cover - the service extra brings it
+
+        @app.get("/metrics")
+        async def metrics_json() -> dict[str, Any]:
+            return metrics().snapshot()
+
+        return
+
+    registry = prom.CollectorRegistry()
+    records = prom.Counter(
+        "evidex_records", "Harness records by job and status (ok, invalid, error, fallback, cache, review, note)",
+        ["job", "status"], registry=registry,
+    )
+    latency = prom.Histogram(
+        "evidex_judge_latency_seconds", "Judge call latency", ["job"], registry=registry,
+        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+    )
+    tokens = prom.Counter("evidex_tokens", "Judge tokens", ["job", "kind"], registry=registry)
+
+    def forward(record: Any) -> None:
+        records.labels(record.job, record.status).inc()
+        if record.latency_ms is not None:
+            latency.labels(record.job).observe(record.latency_ms / 1000)
+        tokens.labels(record.job, "prompt").inc(record.prompt_tokens)
+        tokens.labels(record.job, "completion").inc(record.completion_tokens)
+
+    metrics().add_listener(forward)
+
+    @app.get("/metrics")
+    async def prometheus_metrics() -> PlainTextResponse:
+        return PlainTextResponse(prom.generate_latest(registry).decode(), media_type=prom.CONTENT_TYPE_LATEST)
+
+

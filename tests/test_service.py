@@ -1,0 +1,102 @@
+"""The HTTP service: in-process ASGI client, and one real uvicorn server on a loopback port."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from evidex.store import SqlStore
+from tests.scripted import ScriptedJudge, tier_reply
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from evidex.service import create_app  # noqa: E402
+
+PASSAGES = [
+    {"passage_id": "a", "text": "Most adults need 600 IU of vitamin D a day."},
+    {"passage_id": "b", "text": "The D-Day landings took place in June 1944."},
+]
+
+
+def _client(store: SqlStore, judge: ScriptedJudge) -> TestClient:
+    return TestClient(create_app(store, judges={"scripted": judge}))
+
+
+def test_tier_endpoint_returns_the_spec_schema(store: SqlStore) -> None:
+    judge = ScriptedJudge([lambda r: tier_reply(r, b={"tier": "irrelevant", "key_evidence_snippet": None})])
+    client = _client(store, judge)
+    response = client.post("/tier", json={"query": "vitamin D dose", "passages": PASSAGES, "judge": "scripted",
+                                          "policy": "strict", "budget": 100})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [c["passage_id"] for c in body["classifications"]] == ["a", "b"]
+    assert body["tier_summary"]["irrelevant_count"] == 1
+    assert [i["passage_id"] for i in body["context"]["items"]] == ["a"]
+    assert "passages" not in body
+
+
+def test_bad_input_is_422_with_a_message(store: SqlStore) -> None:
+    client = _client(store, ScriptedJudge())
+    dup = [PASSAGES[0], PASSAGES[0]]
+    response = client.post("/tier", json={"query": "q", "passages": dup, "judge": "scripted"})
+    assert response.status_code == 422
+    assert "unique" in response.json()["detail"]
+    response = client.post("/tier", json={"query": "q", "passages": PASSAGES, "judge": "openai:evil"})
+    assert response.status_code == 422 and "not enabled" in response.json()["detail"]
+
+
+def test_fallback_then_review_round_trip(store: SqlStore) -> None:
+    client = _client(store, ScriptedJudge(["nope"] * 3))
+    body = client.post("/tier", json={"query": "q", "passages": PASSAGES, "judge": "scripted"}).json()
+    assert {c["source"] for c in body["classifications"]} == {"fallback"}
+    [item_id] = body["review_item_ids"]
+    assert [i["id"] for i in client.get("/review").json()] == [item_id]
+    resolved = client.post(f"/review/{item_id}/resolve", json={"decision": "irrelevant", "reviewer": "ana"}).json()
+    assert resolved["status"] == "resolved"
+    assert client.get("/review").json() == []
+    rows = client.get("/log", params={"run_id": body["run_id"]}).json()
+    assert [r["status"] for r in rows if r["step"] == "tier"] == ["invalid"] * 3 + ["fallback"]
+
+
+def test_metrics_and_health(store: SqlStore) -> None:
+    client = _client(store, ScriptedJudge([tier_reply]))
+    client.post("/tier", json={"query": "q", "passages": PASSAGES, "judge": "scripted"})
+    text = client.get("/metrics").text
+    assert 'evidex_records_total{job="tier",status="ok"} 1.0' in text
+    assert client.get("/healthz").json()["status"] == "ok"
+
+
+@pytest.fixture
+def live_server(store: SqlStore) -> Iterator[tuple[str, ScriptedJudge]]:
+    import uvicorn
+
+    judge = ScriptedJudge([tier_reply] * 5)
+    config = uvicorn.Config(create_app(store, judges={"scripted": judge}), host="127.0.0.1", port=0, log_level="warning")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started, "uvicorn did not start"
+    port = server.servers[0].sockets[0].getsockname()[1]
+    yield f"http://127.0.0.1:{port}", judge
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+@pytest.mark.network
+def test_real_server_on_loopback(live_server: tuple[str, Any]) -> None:
+    base, judge = live_server
+    with httpx.Client(base_url=base, timeout=10) as client:
+        response = client.post("/tier", json={"query": "vitamin D", "passages": PASSAGES, "judge": "scripted"})
+        assert response.status_code == 200
+        assert len(response.json()["classifications"]) == 2
+        assert client.get("/healthz").status_code == 200
+    assert len(judge.requests) == 1
