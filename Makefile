@@ -12,7 +12,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	@echo "installing evidex and its test tools into $(VENV) (first run only)..."
-	$(BIN)/python -m pip install --quiet -e '.[dev,service]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,service,postgres]'
 	@touch $(STAMP)
 
 demo: $(STAMP)
