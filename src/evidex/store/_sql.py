@@ -99,7 +99,12 @@ class SqlStore:
         self._write(t.audit_log.insert().values(**record.model_dump(mode="python")))
 
     def audit_rows(
-        self, *, last: int | None = None, run_id: str | None = None, job: str | None = None
+        self,
+        *,
+        last: int | None = None,
+        run_id: str | None = None,
+        job: str | None = None,
+        step: str | None = None,
     ) -> list[dict[str, Any]]:
         """Rows oldest first (``last`` keeps the newest N)."""
         query = sa.select(t.audit_log).order_by(t.audit_log.c.id.desc())
@@ -107,6 +112,8 @@ class SqlStore:
             query = query.where(t.audit_log.c.run_id == run_id)
         if job:
             query = query.where(t.audit_log.c.job == job)
+        if step:
+            query = query.where(t.audit_log.c.step == step)
         if last:
             query = query.limit(last)
         rows = self._read(query)
