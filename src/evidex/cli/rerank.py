@@ -1,0 +1,295 @@
+"""``evidex rerank``: rerank one query's passages (JSON out), or a whole TREC run (TREC out).
+
+One query: ``evidex rerank --query TEXT --passages FILE.jsonl [-o FILE]``.
+A batch: ``evidex rerank --run RUN.trec --queries queries.tsv --passages FILE.jsonl -o OUT.trec``;
+each query's candidates come from the run in its rank order, the ones with a text in the
+passages file are reranked, and those without one keep their run order below them.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from evidex.cli._app import app, err_console, write_json
+from evidex.cli._io import (
+    BaseUrlOpt,
+    DbOpt,
+    EchoStore,
+    JudgeOpt,
+    OutputOpt,
+    VerboseOpt,
+    make_judge,
+    open_db,
+    progress,
+    read_passages,
+    verbose_logging,
+)
+from evidex.errors import ConfigError, InputError
+from evidex.jobs._common import run_sync
+from evidex.jobs.rerank import (
+    DEFAULT_STEP,
+    DEFAULT_TOP_K,
+    DEFAULT_TOP_N,
+    DEFAULT_WINDOW,
+    RerankResult,
+    rerank,
+)
+from evidex.types import Passage
+
+__all__ = ["RunLine", "read_queries", "read_run", "rerank_command", "run_lines"]
+
+
+class Strategy(str, Enum):
+    ALLPAIRS = "allpairs"
+    PAIRWISE = "pairwise"
+    LISTWISE = "listwise"
+    POINTWISE = "pointwise"
+
+
+# ---------------------------------------------------------------------------- TREC files
+
+
+@dataclass(frozen=True)
+class RunLine:
+    qid: str
+    docid: str
+    rank: int
+    score: float
+
+
+def read_run(path: str | Path) -> dict[str, list[RunLine]]:
+    """A TREC run (``qid Q0 docid rank score tag``) → each query's lines in rank order."""
+    run: dict[str, list[RunLine]] = {}
+    for where, parts in _rows(path):
+        try:
+            if len(parts) != 6:
+                raise ValueError
+            line = RunLine(parts[0], parts[2], int(parts[3]), float(parts[4]))
+        except ValueError:
+            raise InputError(
+                "a run line has 6 columns 'qid Q0 docid rank score tag' with an integer rank "
+                f"and a numeric score, got {' '.join(parts)!r}",
+                where=where,
+            ) from None
+        run.setdefault(line.qid, []).append(line)
+    for lines in run.values():
+        lines.sort(key=lambda r: (r.rank, -r.score))
+    return run
+
+
+def read_queries(path: str | Path) -> dict[str, str]:
+    """``qid<TAB>query`` lines → ``{qid: query}``."""
+    queries: dict[str, str] = {}
+    for where, parts in _rows(path, sep="\t"):
+        if len(parts) < 2 or not parts[1].strip():
+            raise InputError("a queries line is 'qid<TAB>query text'", where=where)
+        queries[parts[0].strip()] = parts[1].strip()
+    return queries
+
+
+def _rows(path: str | Path, sep: str | None = None) -> Iterator[tuple[str, list[str]]]:
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
+    for lineno, line in enumerate(text.split("\n"), 1):
+        if line.strip():
+            yield f"{path}:{lineno}", line.rstrip("\r").split(sep)
+
+
+def run_lines(qid: str, result: RerankResult, tag: str) -> list[str]:
+    """A reranked query as TREC run lines; scores descend with the rank."""
+    n = len(result.ranked_passages)
+    return [
+        f"{qid} Q0 {r.passage_id} {r.rank} {n - r.rank + 1} {tag}" for r in result.ranked_passages
+    ]
+
+
+# ---------------------------------------------------------------------------- the command
+
+
+@app.command("rerank")
+def rerank_command(
+    passages: Annotated[
+        str,
+        typer.Option(
+            "--passages",
+            "-p",
+            metavar="FILE.jsonl",
+            help='Candidate passages, one JSON object a line: {"passage_id": ..., "text": ...} '
+            "(id or pid is accepted for passage_id; rank and score give the retrieval order). "
+            "With --run: the texts of the run's documents.",
+        ),
+    ],
+    query: Annotated[
+        str | None,
+        typer.Option("--query", "-q", metavar="TEXT", show_default=False, help="The query."),
+    ] = None,
+    strategy: Annotated[
+        Strategy | None,
+        typer.Option(
+            "--strategy",
+            "-s",
+            case_sensitive=False,
+            show_default=False,
+            help="allpairs: one call ranks all; pairwise: two-passage comparisons, asked in "
+            "both orders; listwise: sliding windows; pointwise: a score per passage. Default: "
+            "pointwise for scoring judges (local:minilm), allpairs for the others.",
+        ),
+    ] = None,
+    top_k: Annotated[
+        int, typer.Option("--top-k", "-k", metavar="K", help="How many passages you need.")
+    ] = DEFAULT_TOP_K,
+    top_n: Annotated[
+        int,
+        typer.Option(
+            "--top-n",
+            metavar="N",
+            help="Rerank only the first N candidates; the rest keep their retrieval order.",
+        ),
+    ] = DEFAULT_TOP_N,
+    window: Annotated[
+        int, typer.Option("--window", metavar="W", help="Listwise: passages per call.")
+    ] = DEFAULT_WINDOW,
+    step: Annotated[
+        int, typer.Option("--step", metavar="S", help="Listwise: how far each window moves up.")
+    ] = DEFAULT_STEP,
+    run: Annotated[
+        Path | None,
+        typer.Option(
+            "--run", metavar="RUN.trec", show_default=False, help="Batch form: a TREC run file."
+        ),
+    ] = None,
+    queries: Annotated[
+        Path | None,
+        typer.Option(
+            "--queries",
+            metavar="queries.tsv",
+            show_default=False,
+            help="Batch form: qid<TAB>query lines.",
+        ),
+    ] = None,
+    judge: JudgeOpt = None,
+    db: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    output: OutputOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Rerank candidate passages by relevance, with a justification per position.
+
+    One query prints JSON: ranked_passages (rank, passage_id, relevance_score, justification,
+    source), the strategy, events, metrics and review_item_ids; --top-k cuts the printed list.
+    With --run and --queries it reranks every query of the run and writes a TREC run. A
+    ranking that could not be judged keeps the retrieval order with source "fallback" and a
+    review item; the exit code is still 0.
+    """
+    with verbose_logging(verbose):
+        if (run is None) != (queries is None):
+            raise ConfigError("the batch form needs both --run and --queries")
+        if run is not None and query is not None:
+            raise ConfigError("give either --query (one query) or --run/--queries (a batch)")
+        if run is None and (query is None or not query.strip()):
+            raise InputError("the query is empty", where="--query")
+        items = read_passages(passages)
+        the_judge = make_judge(judge, "rerank", base_url)
+        try:
+            with open_db(db) as store:
+
+                def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
+                    return rerank(
+                        text,
+                        candidates,
+                        strategy=strategy.value if strategy else None,
+                        top_k=top_k,
+                        top_n=top_n,
+                        window=window,
+                        step=step,
+                        judge=the_judge,
+                        store=EchoStore(store),
+                    )
+
+                if run is not None and queries is not None:
+                    _batch(run, queries, items, one, output)
+                    return
+                result = one(query or "", items)
+        finally:
+            run_sync(the_judge.aclose())
+        write_json(result.report(limit=top_k), output)
+        _warn_fallback([result])
+
+
+def _batch(
+    run_path: Path,
+    queries_path: Path,
+    items: Sequence[Passage],
+    one: Callable[[str, Sequence[Passage]], RerankResult],
+    output: Path | None,
+) -> None:
+    run = read_run(run_path)
+    queries = read_queries(queries_path)
+    unknown = sorted(q for q in run if q not in queries)
+    if unknown:
+        raise InputError(
+            f"queries {', '.join(unknown[:5])} of the run have no text in {queries_path}",
+            where=str(run_path),
+        )
+    texts = {p.passage_id: p for p in items}
+    results: list[RerankResult] = []
+    missing = 0
+    lines: list[str] = []
+    with progress(len(run), "rerank queries") as on_progress:
+        for done, (qid, entries) in enumerate(run.items(), 1):
+            candidates = [
+                texts[e.docid].model_copy(update={"rank": e.rank, "score": e.score})
+                for e in entries
+                if e.docid in texts
+            ]
+            without = [e for e in entries if e.docid not in texts]
+            missing += len(without)
+            if candidates:
+                result = one(queries[qid], candidates)
+                results.append(result)
+                lines += run_lines(qid, result, f"evidex-{result.strategy}")
+            start = len(candidates)
+            lines += [
+                f"{qid} Q0 {e.docid} {start + i} {-(start + i)} no-text"
+                for i, e in enumerate(without, 1)
+            ]
+            if on_progress is not None:
+                on_progress(done, len(run))
+    _write_text(lines, output)
+    err_console.print(
+        f"reranked {len(results)} queries; {missing} run entries had no text and kept their "
+        "run order below the reranked ones",
+        highlight=False,
+    )
+    _warn_fallback(results)
+
+
+def _write_text(lines: Sequence[str], output: Path | None) -> None:
+    text = "".join(line + "\n" for line in lines)
+    if output is None or str(output) == "-":
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err_console.print(f"wrote {output}")
+
+
+def _warn_fallback(results: Sequence[RerankResult]) -> None:
+    """Say on stderr when a ranking fell back: exit code 0 must not hide it."""
+    fell = [r for r in results if r.source == "fallback"]
+    if fell:
+        ids = [i for r in fell for i in r.review_item_ids]
+        err_console.print(
+            f"[yellow]warning:[/] {len(fell)} ranking(s) fell back to retrieval order "
+            f"({fell[0].reason}); review items {', '.join(map(str, ids))}. "
+            f"See: evidex log --run {fell[0].run_id}",
+            highlight=False,
+        )
