@@ -51,6 +51,11 @@ def run(argv: list[str]) -> int:
         if isinstance(exc, click.exceptions.ClickException):
             exc.show()
             return exc.exit_code
+        if isinstance(exc, typer.TyperException) and hasattr(exc, "show"):
+            # typer >= 0.2x parses with its own copy of click: a bad option value or a missing
+            # option arrives here, carrying click's exit code (2 for usage errors).
+            exc.show()
+            return int(getattr(exc, "exit_code", EXIT_INTERNAL))
         logging.getLogger("evidex").exception("internal error")
         err_console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}")
         return EXIT_INTERNAL

@@ -1,0 +1,356 @@
+"""What every job command shares: reading inputs, the common options, and stderr plumbing.
+
+Readers turn files into typed values and fail with an :class:`~evidex.errors.InputError` that
+names the file, the line and what is wrong, so a user can fix the input without a traceback.
+Options are ``Annotated`` aliases: a command declares ``judge: JudgeOpt = None`` and gets the
+same flag, help text and checks as every other command. The API key is deliberately *not* an
+option: command lines end up in shell history and process lists, so keys come from the
+environment only, and anything written to stderr passes through :func:`redact`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from evidex.cli._app import err_console
+from evidex.errors import ConfigError, InputError
+from evidex.harness.events import AuditRecord
+from evidex.harness.ports import ReviewRequest
+from evidex.jobs._common import DEFAULT_JUDGES, resolve_judge
+from evidex.judging import Judge
+from evidex.store import SqlStore, open_store
+from evidex.types import Passage, RiskLevel
+
+__all__ = [
+    "BaseUrlOpt",
+    "DbOpt",
+    "JudgeOpt",
+    "OutputOpt",
+    "RiskOpt",
+    "VerboseOpt",
+    "json_line",
+    "make_judge",
+    "open_db",
+    "progress",
+    "read_passages",
+    "redact",
+    "verbose_logging",
+]
+
+logger = logging.getLogger("evidex.cli")
+
+# ---------------------------------------------------------------------------- options
+JudgeOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--judge",
+        "-j",
+        metavar="SPEC",
+        show_default=False,
+        help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
+        "Default: local:minilm for tier and rerank, local:qwen for classify and audit.",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--base-url",
+        metavar="URL",
+        show_default=False,
+        help="Endpoint of the OpenAI-compatible server, for openai: judges only. Default: "
+        "EVIDEX_OPENAI_BASE_URL, else OPENAI_BASE_URL. The API key is read from OPENAI_API_KEY "
+        "only, never from the command line.",
+    ),
+]
+DbOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--db",
+        metavar="URL",
+        show_default=False,
+        help="Store for the audit log, cache and review queue: sqlite:///FILE or a PostgreSQL "
+        "URL. Default: EVIDEX_DB, else evidex.db in the user data dir.",
+    ),
+]
+RiskOpt = Annotated[
+    RiskLevel,
+    typer.Option(
+        "--risk",
+        case_sensitive=False,
+        help="How costly a wrong judgment is: high routes more results to human review.",
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        dir_okay=False,
+        show_default=False,
+        help="Write the JSON result to FILE instead of stdout.",
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Log the settings and every judge exchange to stderr (secrets are masked).",
+    ),
+]
+
+# ---------------------------------------------------------------------------- passages
+
+_PASSAGE_FIELDS = "passage_id (or id), text, title, url, rank, score, metadata"
+
+
+def read_passages(path: str | Path) -> list[Passage]:
+    """Passages from a JSONL file, one object a line; ``-`` reads stdin. Blank lines are skipped.
+
+    Ids must be unique in the file: a repeated id is reported with both line numbers, since it
+    is almost always a join bug upstream rather than a passage worth grading twice.
+    """
+    name, lines = _read_lines(path)
+    passages: list[Passage] = []
+    first_seen: dict[str, int] = {}
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name}:{lineno}"
+        try:
+            data = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(
+                f"malformed JSON: {exc.msg} (column {exc.colno})", where=where
+            ) from exc
+        if not isinstance(data, dict):
+            raise InputError(
+                f"expected a JSON object with passage_id and text, got {_json_kind(data)}",
+                where=where,
+            )
+        if "text" not in data:
+            raise InputError("the passage has no 'text' field", where=where)
+        try:
+            passage = Passage.model_validate(data)
+        except ValidationError as exc:
+            raise InputError(_explain(exc), where=where) from exc
+        if passage.passage_id in first_seen:
+            raise InputError(
+                f"passage id {passage.passage_id!r} was already used on line "
+                f"{first_seen[passage.passage_id]}; ids must be unique",
+                where=where,
+            )
+        first_seen[passage.passage_id] = lineno
+        passages.append(passage)
+    if not passages:
+        raise InputError(
+            "no passages: the file is empty (expected one JSON object a line)", where=name
+        )
+    return passages
+
+
+def _read_lines(path: str | Path) -> tuple[str, list[str]]:
+    """The display name and the lines of a file or stdin.
+
+    Splits on ``\\n`` only: JSON strings may hold U+2028 and friends unescaped, which
+    ``str.splitlines`` would treat as line breaks.
+    """
+    if str(path) == "-":
+        return "<stdin>", [line.rstrip("\r") for line in sys.stdin.read().split("\n")]
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except FileNotFoundError as exc:
+        raise InputError("no such file", where=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 text (byte {exc.start})", where=str(path)) from exc
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
+    return str(path), [line.rstrip("\r") for line in text.split("\n")]
+
+
+def _json_kind(value: Any) -> str:
+    names = {list: "an array", str: "a string", bool: "a boolean", type(None): "null"}
+    return names.get(type(value), "a number")
+
+
+def _explain(exc: ValidationError) -> str:
+    """Pydantic's errors for one passage, in words that say what to change."""
+    problems = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "passage"
+        if err["type"] == "missing" and field == "passage_id":
+            problems.append("the passage has no 'passage_id' (or 'id') field")
+        elif err["type"] == "extra_forbidden":
+            problems.append(f"unknown field {field!r}; allowed fields: {_PASSAGE_FIELDS}")
+        else:
+            problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
+    return "; ".join(problems)
+
+
+# ---------------------------------------------------------------------------- judge and store
+
+
+def make_judge(spec: str | None, job: str, base_url: str | None = None) -> Judge:
+    """The judge for ``job`` from ``--judge`` and ``--base-url`` (the job's default without one).
+
+    ``--base-url`` only makes sense for a remote API; given with another judge it is refused
+    rather than ignored, so a typo in ``--judge`` cannot silently run a different backend.
+    """
+    spec = (spec or DEFAULT_JUDGES[job]).strip()
+    options: dict[str, Any] = {}
+    if base_url:
+        if not spec.startswith("openai:"):
+            raise ConfigError(f"--base-url applies to openai: judges only, not to {spec!r}")
+        options["base_url"] = base_url
+    judge = resolve_judge(spec, job, **options)
+    logger.info("judge %s (model %s)", judge.judge_id, judge.model_version)
+    if base_url:
+        logger.info("judge endpoint %s", base_url)
+    return judge
+
+
+@contextmanager
+def open_db(url: str | None) -> Iterator[SqlStore]:
+    """Open the store named by ``--db`` (or the default one) and close it when the command ends."""
+    store = open_store(url)
+    logger.info("store %s", store.url)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+class EchoStore:
+    """A store that also logs every audit record in one line: what ``--verbose`` shows of a run.
+
+    It wraps the real store rather than subscribing to the harness, because the job functions
+    build their harness themselves; the audit log stays the single source of these lines.
+    """
+
+    def __init__(self, store: SqlStore) -> None:
+        self.store = store
+
+    def append_audit(self, record: AuditRecord) -> None:
+        self.store.append_audit(record)
+        parts = [record.job, record.step, record.batch_id or "-", record.status]
+        if record.attempt:
+            parts.append(f"attempt {record.attempt}")
+        if record.latency_ms is not None:
+            parts.append(f"{record.latency_ms:.0f} ms")
+        if record.prompt_tokens or record.completion_tokens:
+            parts.append(f"tokens {record.prompt_tokens}+{record.completion_tokens}")
+        if record.errors:
+            parts.append("errors: " + "; ".join(record.errors)[:300])
+        if record.detail:
+            parts.append(json_line(record.detail)[:300])
+        logger.info(" ".join(parts))
+
+    def cache_get(self, key: str) -> dict[str, Any] | None:
+        return self.store.cache_get(key)
+
+    def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None:
+        self.store.cache_put(key, job, value)
+
+    def add_review(self, request: ReviewRequest) -> int:
+        return self.store.add_review(request)
+
+
+# ---------------------------------------------------------------------------- stderr
+
+_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+MASK = "***"
+
+
+def redact(text: str) -> str:
+    """``text`` with secrets masked: values of secret-looking environment variables (API keys,
+    tokens, passwords) and the password part of URLs."""
+    for name, value in os.environ.items():
+        if len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, MASK)
+    return _URL_PASSWORD.sub(rf"\1{MASK}@", text)
+
+
+class _RedactingFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        return redact(super().format(record))
+
+
+# Loggers shown by --verbose: ours in full, the HTTP client's request lines.
+_VERBOSE_LOGGERS = {"evidex": logging.DEBUG, "openai": logging.INFO, "httpx": logging.INFO}
+
+
+@contextmanager
+def verbose_logging(enabled: bool) -> Iterator[None]:
+    """With ``enabled``, log to stderr for the duration of one command, every line redacted.
+
+    The handler is removed afterwards, so the library never keeps handlers it did not ask for
+    (and in-process callers, such as tests, can run many commands in a row).
+    """
+    if not enabled:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+    previous = {}
+    for name, level in _VERBOSE_LOGGERS.items():
+        log = logging.getLogger(name)
+        previous[name] = log.level
+        log.setLevel(level)
+        log.addHandler(handler)
+    try:
+        yield
+    finally:
+        for name, level in previous.items():
+            log = logging.getLogger(name)
+            log.removeHandler(handler)
+            log.setLevel(level)
+
+
+@contextmanager
+def progress(total: int, label: str) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for runs of more than one batch, as an ``on_progress`` callback.
+
+    ``total`` is the expected number of batches; the callback's own total (known once preflight
+    has merged duplicates) replaces it. Yields ``None`` for single-batch runs: nothing to show.
+    """
+    if total <= 1:
+        yield None
+        return
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+    )
+    task = bar.add_task(label, total=total)
+
+    def update(done: int, of: int) -> None:
+        bar.update(task, completed=done, total=of)
+
+    with bar:
+        yield update
+
+
+def json_line(value: Any, indent: int | None = None) -> str:
+    """JSON with datetimes as ISO 8601: compact (one line) unless ``indent`` is given."""
+
+    def default(obj: Any) -> Any:
+        return obj.isoformat() if isinstance(obj, datetime) else str(obj)
+
+    return json.dumps(value, ensure_ascii=False, default=default, indent=indent)
