@@ -1,0 +1,174 @@
+"""``evidex review``: the human review queue — list items, show one, record a decision."""
+
+from __future__ import annotations
+
+import getpass
+import sys
+from enum import Enum
+from typing import Annotated, Any
+
+import typer
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evidex.cli._app import app, err_console
+from evidex.cli._io import DbOpt, json_line, open_db
+
+__all__ = ["review_app"]
+
+review_app = typer.Typer(
+    help="The human review queue: fallbacks and risk-routed results wait here for a person.",
+    no_args_is_help=True,
+)
+app.add_typer(review_app, name="review")
+
+ItemId = Annotated[
+    int, typer.Argument(metavar="ID", help="The review item id.", show_default=False)
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+class Status(str, Enum):
+    PENDING = "pending"
+    RESOLVED = "resolved"
+    ALL = "all"
+
+
+@review_app.command("list")
+def list_command(
+    status: Annotated[
+        Status, typer.Option("--status", case_sensitive=False, help="Which items to list.")
+    ] = Status.PENDING,
+    job: Annotated[
+        str | None,
+        typer.Option("--job", metavar="JOB", show_default=False, help="Only this job."),
+    ] = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """List review items, oldest first, with why each one is there."""
+    with open_db(db) as store:
+        items = store.list_reviews(status=None if status is Status.ALL else status.value, job=job)
+    if as_json:
+        sys.stdout.writelines(json_line(item) + "\n" for item in items)
+        return
+    if not items:
+        err_console.print(f"no {'' if status is Status.ALL else status.value + ' '}review items")
+        return
+    table = Table(
+        title=f"review queue ({len(items)} items)", title_justify="left", box=box.SIMPLE_HEAD
+    )
+    for name in ("id", "job", "status", "risk", "run", "passages", "reason", "decision"):
+        table.add_column(name, overflow="fold")
+    for item in items:
+        table.add_row(
+            *(
+                Text(str(value))
+                for value in (
+                    item["id"],
+                    item["job"],
+                    item["status"],
+                    item["risk"],
+                    item["run_id"],
+                    _ids(item["passage_ids"]),
+                    item["reason"],
+                    item["decision"] or "",
+                )
+            )
+        )
+    Console().print(table)
+
+
+@review_app.command("show")
+def show_command(item_id: ItemId, as_json: JsonOpt = False, db: DbOpt = None) -> None:
+    """Show one review item in full.
+
+    Its reason, passages and the payload a reviewer needs: the query, the errors of each
+    attempt, the last raw output, and the fallback or the graded result.
+    """
+    with open_db(db) as store:
+        item = store.get_review(item_id)
+    if as_json:
+        sys.stdout.write(json_line(item, indent=2) + "\n")
+        return
+    console = Console()
+    fields = Table.grid(padding=(0, 2))
+    fields.add_column(style="bold")
+    fields.add_column(overflow="fold")
+    for label, value in _summary(item):
+        fields.add_row(label, Text(value))
+    console.print(fields)
+    console.print(Text("payload:", style="bold"))
+    console.print_json(json_line(item["payload"]))
+
+
+@review_app.command("resolve")
+def resolve_command(
+    item_id: ItemId,
+    decision: Annotated[
+        str,
+        typer.Option(
+            "--decision",
+            "-d",
+            metavar="TEXT",
+            help="The reviewer's verdict: the right tier, label or claim status, or accept/reject.",
+        ),
+    ],
+    note: Annotated[
+        str | None,
+        typer.Option("--note", metavar="TEXT", show_default=False, help="Why, in a sentence."),
+    ] = None,
+    reviewer: Annotated[
+        str | None,
+        typer.Option(
+            "--reviewer",
+            metavar="NAME",
+            show_default=False,
+            help="Who decided. Default: the login name.",
+        ),
+    ] = None,
+    db: DbOpt = None,
+) -> None:
+    """Record a decision on a pending item; a resolved item cannot be resolved again."""
+    with open_db(db) as store:
+        item = store.resolve_review(
+            item_id, decision=decision, reviewer=reviewer or _login(), note=note
+        )
+    err_console.print(
+        Text(f"resolved review item {item['id']}: {item['decision']!r} by {item['reviewer']}")
+    )
+
+
+def _summary(item: dict[str, Any]) -> list[tuple[str, str]]:
+    rows = [
+        ("id", str(item["id"])),
+        ("job", item["job"]),
+        ("status", item["status"]),
+        ("risk", item["risk"]),
+        ("reason", item["reason"]),
+        ("run", item["run_id"]),
+        ("batch", item["batch_id"] or "-"),
+        ("passages", _ids(item["passage_ids"])),
+        ("created", item["created_at"].isoformat(timespec="seconds")),
+    ]
+    if item["status"] == "resolved":
+        rows += [
+            ("decision", item["decision"] or ""),
+            ("reviewer", item["reviewer"] or "-"),
+            ("note", item["note"] or "-"),
+            ("resolved", item["resolved_at"].isoformat(timespec="seconds")),
+        ]
+    return rows
+
+
+def _ids(ids: list[str]) -> str:
+    return ", ".join(ids[:10]) + (f" (+{len(ids) - 10} more)" if len(ids) > 10 else "")
+
+
+def _login() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no login name in some containers
+        return None

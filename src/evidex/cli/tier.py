@@ -1,0 +1,198 @@
+"""``evidex tier``: grade passages into relevance tiers and print the result as JSON."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from evidex.cli._app import app, err_console, write_json
+from evidex.cli._io import (
+    BaseUrlOpt,
+    DbOpt,
+    EchoStore,
+    JudgeOpt,
+    OutputOpt,
+    RiskOpt,
+    VerboseOpt,
+    make_judge,
+    open_db,
+    progress,
+    read_passages,
+    verbose_logging,
+)
+from evidex.errors import ConfigError, InputError
+from evidex.jobs._common import run_sync
+from evidex.jobs.select import select_context
+from evidex.jobs.tier import DEFAULT_BATCH, TierResult, tier
+from evidex.store import SqlStore
+from evidex.tasks.tier import TierExample, load_examples
+from evidex.types import Passage, RiskLevel, TierScheme
+
+__all__ = ["Policy", "run_tier", "tier_command"]
+
+DEFAULT_BUDGET = 4000
+
+
+class Policy(str, Enum):
+    """Context selection policies (see :mod:`evidex.jobs.select`)."""
+
+    STRICT = "strict"
+    STANDARD = "standard"
+    BROAD = "broad"
+
+
+def run_tier(
+    query: str,
+    passages: Sequence[Passage],
+    *,
+    store: SqlStore,
+    judge_spec: str | None = None,
+    base_url: str | None = None,
+    tiers: TierScheme | None = None,
+    examples: Sequence[TierExample] | None = None,
+    risk: RiskLevel = RiskLevel.LOW,
+    batch_size: int = DEFAULT_BATCH,
+) -> TierResult:
+    """Run the tier job for a command: build the judge, show progress, close the judge after.
+
+    Shared by ``evidex tier`` and ``evidex demo`` so both behave the same way.
+    """
+    judge = make_judge(judge_spec, "tier", base_url)
+    batches = math.ceil(len(passages) / batch_size) if batch_size > 0 else 0
+    try:
+        with progress(batches, "tier batches") as on_progress:
+            return tier(
+                query,
+                passages,
+                judge=judge,
+                store=EchoStore(store),
+                tiers=tiers,
+                examples=examples,
+                risk=risk,
+                batch_size=batch_size,
+                on_progress=on_progress,
+            )
+    finally:
+        run_sync(judge.aclose())
+
+
+def report_fallbacks(result: TierResult) -> None:
+    """Say on stderr when results are fallbacks: exit code 0 must not hide them."""
+    fallbacks = [a.passage_id for a in result.classifications if a.source == "fallback"]
+    if fallbacks:
+        err_console.print(
+            f"[yellow]warning:[/] {len(fallbacks)} passage(s) got the fallback tier "
+            f"{result.scheme.fallback_tier} ({', '.join(fallbacks[:8])}"
+            f"{' ...' if len(fallbacks) > 8 else ''}); review items "
+            f"{', '.join(map(str, result.review_item_ids))}. "
+            f"See: evidex log --run {result.run_id}",
+            highlight=False,
+        )
+
+
+@app.command("tier")
+def tier_command(
+    query: Annotated[
+        str, typer.Option("--query", "-q", metavar="TEXT", help="The user's question.")
+    ],
+    passages: Annotated[
+        str,
+        typer.Option(
+            "--passages",
+            "-p",
+            metavar="FILE.jsonl",
+            help='Retrieved passages, one JSON object a line: {"passage_id": ..., "text": ...} '
+            "(id is accepted for passage_id; title, url, rank, score, metadata are optional). "
+            "'-' reads stdin.",
+        ),
+    ],
+    judge: JudgeOpt = None,
+    risk: RiskOpt = RiskLevel.LOW,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", metavar="N", help="Passages per judge call, 5 to 15.")
+    ] = DEFAULT_BATCH,
+    tiers: Annotated[
+        Path | None,
+        typer.Option(
+            "--tiers",
+            metavar="FILE",
+            show_default=False,
+            help="Your tier definitions (YAML or JSON), most relevant first. Default: "
+            "directly-supporting, contextually-relevant, tangentially-related, irrelevant.",
+        ),
+    ] = None,
+    examples: Annotated[
+        Path | None,
+        typer.Option(
+            "--examples",
+            metavar="FILE",
+            show_default=False,
+            help="Few-shot examples (JSON, YAML or JSONL list of query, passage, tier, "
+            "justification, key_evidence_snippet). Default: built-in examples for the default "
+            "tiers, none for custom tiers.",
+        ),
+    ] = None,
+    db: DbOpt = None,
+    base_url: BaseUrlOpt = None,
+    policy: Annotated[
+        Policy | None,
+        typer.Option(
+            "--policy",
+            case_sensitive=False,
+            show_default=False,
+            help="Also select the generator's context: strict = top tier, standard = top two, "
+            "broad = all but the last.",
+        ),
+    ] = None,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            metavar="TOKENS",
+            show_default=False,
+            help=f"Token budget of the selected context (with --policy; default {DEFAULT_BUDGET}).",
+        ),
+    ] = None,
+    output: OutputOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Grade passages into relevance tiers, with a justification and a verbatim snippet.
+
+    Prints JSON: classifications (passage_id, tier, justification, key_evidence_snippet,
+    source, reason), tier_summary, events and review_item_ids; with --policy also the selected
+    context. A passage whose batch could not be judged gets the fallback tier with
+    source "fallback" and a review item; the exit code is still 0, since it has a result.
+    """
+    with verbose_logging(verbose):
+        if not query.strip():
+            raise InputError("the query is empty", where="--query")
+        if budget is not None and policy is None:
+            raise ConfigError("--budget is the context budget of --policy; give --policy too")
+        items = read_passages(passages)
+        scheme = TierScheme.from_file(tiers) if tiers else None
+        shots = load_examples(examples) if examples else None
+        with open_db(db) as store:
+            result = run_tier(
+                query,
+                items,
+                store=store,
+                judge_spec=judge,
+                base_url=base_url,
+                tiers=scheme,
+                examples=shots,
+                risk=risk,
+                batch_size=batch_size,
+            )
+        report: dict[str, Any] = result.report()
+        if policy is not None:
+            context = select_context(
+                result, policy.value, DEFAULT_BUDGET if budget is None else budget
+            )
+            report["context"] = context.model_dump(mode="json")
+        write_json(report, output)
+        report_fallbacks(result)

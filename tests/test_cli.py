@@ -1,0 +1,710 @@
+"""The command line, driven through its real entry point ``evidex.cli.main`` (and once as the
+installed ``evidex`` script), with a scripted judge registered under the spec ``scripted``."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evidex import judges
+from evidex.cli import main
+from evidex.cli._io import read_passages, redact
+from evidex.errors import InputError
+from evidex.judges import register_judge
+from evidex.judging import JudgeRequest
+from evidex.store import open_store
+from tests.scripted import Reply, ScriptedJudge, tier_reply
+
+PLANTED_KEY = "sk-planted-9f8e7d6c5b4a3210"
+
+
+def squash(text: str) -> str:
+    """Without whitespace: rich wraps long lines (paths included) at the console width."""
+    return re.sub(r"\s+", "", text)
+
+
+def write_jsonl(path: Path, rows: list[Any]) -> Path:
+    path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
+    return path
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[ScriptedJudge]]:
+    """``install(*replies)`` registers the judge spec ``scripted``; each build gets the replies.
+
+    Returns the list of judges built, to inspect the requests they saw. The registry is
+    restored after the test.
+    """
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+    built: list[ScriptedJudge] = []
+
+    def install(*replies: Reply) -> list[ScriptedJudge]:
+        def factory(spec: str, **options: Any) -> ScriptedJudge:
+            judge = ScriptedJudge(replies)
+            built.append(judge)
+            return judge
+
+        register_judge("scripted", factory)
+        return built
+
+    return install
+
+
+@pytest.fixture
+def passages_file(tmp_path: Path) -> Path:
+    rows = [
+        {"passage_id": f"p{i}", "text": f"Passage number {i} says something about topic {i}."}
+        for i in range(1, 13)
+    ]
+    rows[3] = {"id": "p4", "text": rows[3]["text"], "title": "T", "rank": 4, "score": 0.5}
+    return write_jsonl(tmp_path / "passages.jsonl", rows)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("lines", "where", "what"),
+    [
+        (
+            ['{"passage_id": "a", "text": "ok"}', '{"passage_id": "b", "text": '],
+            ":2",
+            "malformed JSON",
+        ),
+        (['{"passage_id": "a", "body": "no text here"}'], ":1", "no 'text' field"),
+        (['["a", "b"]'], ":1", "expected a JSON object"),
+        (['{"passage_id": "a", "text": "  "}'], ":1", "text must not be empty"),
+        (['{"text": "no id"}'], ":1", "no 'passage_id' (or 'id') field"),
+        (['{"passage_id": "a", "text": "x", "colour": "red"}'], ":1", "unknown field 'colour'"),
+        (
+            ['{"passage_id": "a", "text": "x"}', "", '{"id": "a", "text": "y"}'],
+            ":3",
+            "passage id 'a' was already used on line 1",
+        ),
+        ([], "", "the file is empty"),
+        (["", "   "], "", "the file is empty"),
+    ],
+    ids=[
+        "malformed",
+        "no-text",
+        "not-object",
+        "blank-text",
+        "no-id",
+        "extra-field",
+        "dup-id",
+        "empty",
+        "blank-lines-only",
+    ],
+)
+def test_bad_passages_file_exits_2_naming_file_and_line(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+    lines: list[str],
+    where: str,
+    what: str,
+) -> None:
+    built = scripted()
+    path = tmp_path / "in.jsonl"
+    path.write_text("\n".join(lines))
+    code, out, err = run(capsys, "tier", "-q", "a question", "-p", str(path), "--judge", "scripted")
+    assert code == 2
+    assert out == ""
+    assert squash(f"{path}{where}:") in squash(err)
+    assert squash(what) in squash(err)
+    assert built == []  # rejected before any judge was built
+
+
+def test_bad_stdin_names_stdin_and_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys, "stdin", io.StringIO('{"passage_id": "a", "text": "x"}\nnot json\n'))
+    code, _, err = run(capsys, "tier", "-q", "q", "-p", "-")
+    assert code == 2
+    assert "<stdin>:2:" in squash(err) and "malformedJSON" in squash(err)
+
+
+def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "tier", "-q", "q", "-p", str(tmp_path / "nope.jsonl"))
+    assert code == 2
+    assert squash(f"{tmp_path / 'nope.jsonl'}: no such file") in squash(err)
+
+
+@pytest.mark.parametrize("query", ["", "   "])
+def test_empty_query_exits_2(
+    query: str, passages_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "tier", "-q", query, "-p", str(passages_file))
+    assert code == 2
+    assert "--query:thequeryisempty" in squash(err)
+
+
+def test_unknown_judge_spec_exits_2_and_lists_known_judges(
+    passages_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(capsys, "tier", "-q", "q", "-p", str(passages_file), "--judge", "gpt5")
+    assert code == 2
+    assert "unknownjudge'gpt5'" in squash(err)
+    assert "local:minilm" in err and "openai:MODEL" in err
+
+
+def test_base_url_with_a_local_judge_is_refused(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    scripted()
+    code, _, err = run(
+        capsys,
+        "tier",
+        "-q",
+        "q",
+        "-p",
+        str(passages_file),
+        "-j",
+        "scripted",
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+    )
+    assert code == 2
+    assert "--base-url applies to openai: judges only" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "what"),
+    [
+        (["--batch-size", "3"], "batch_size must be between 5 and 15"),
+        (["--budget", "100"], "give --policy too"),
+        (["--risk", "extreme"], "--risk"),
+        (["--policy", "loose"], "--policy"),
+    ],
+)
+def test_bad_options_exit_2(
+    extra: list[str],
+    what: str,
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    scripted()
+    code, out, err = run(
+        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", *extra
+    )
+    assert code == 2
+    assert out == ""
+    assert squash(what) in squash(err)
+
+
+def test_bad_tiers_file_exits_2_naming_it(
+    tmp_path: Path, passages_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tiers = tmp_path / "tiers.yaml"
+    tiers.write_text("- name: only-one\n  definition: a single tier\n")
+    code, _, err = run(capsys, "tier", "-q", "q", "-p", str(passages_file), "--tiers", str(tiers))
+    assert code == 2
+    assert squash(f"{tiers}: invalid tier definitions") in squash(err)
+
+
+def test_an_unexpected_failure_exits_1(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    scripted(RuntimeError("the judge crashed"))
+    code, out, err = run(
+        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "15"
+    )
+    assert code == 1
+    assert out == ""
+    assert "RuntimeError: the judge crashed" in err
+
+
+# --------------------------------------------------------------------------- success path
+
+
+def test_tier_prints_every_passage_once_with_provenance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], scripted: Callable[..., list[ScriptedJudge]]
+) -> None:
+    rows = [{"passage_id": f"p{i}", "text": f"Fact {i} about the question."} for i in range(1, 8)]
+    rows.append({"passage_id": "p8", "text": "Fact 2 about  the question."})  # p2's text again
+    path = write_jsonl(tmp_path / "in.jsonl", rows)
+    built = scripted(
+        lambda r: tier_reply(r, p3={"tier": "irrelevant", "key_evidence_snippet": None})
+    )
+
+    code, out, err = run(
+        capsys, "tier", "-q", "What facts are there?", "-p", str(path), "-j", "scripted"
+    )
+
+    assert code == 0, err
+    report = json.loads(out)
+    ids = [c["passage_id"] for c in report["classifications"]]
+    assert ids == [f"p{i}" for i in range(1, 9)]
+    by_id = {c["passage_id"]: c for c in report["classifications"]}
+    for c in report["classifications"]:
+        assert set(c) >= {
+            "passage_id",
+            "tier",
+            "justification",
+            "key_evidence_snippet",
+            "source",
+            "reason",
+        }
+        assert c["source"] == "judge" and c["reason"] is None
+    assert by_id["p3"]["tier"] == "irrelevant" and by_id["p3"]["key_evidence_snippet"] is None
+    assert by_id["p8"]["duplicate_of"] == "p2"
+    assert report["tier_summary"] == {
+        "directly_supporting_count": 7,
+        "contextually_relevant_count": 0,
+        "tangentially_related_count": 0,
+        "irrelevant_count": 1,
+    }
+    assert [e["kind"] for e in report["events"]] == ["duplicates_removed"]
+    assert report["review_item_ids"] == []
+    assert "context" not in report
+    # the judge saw each distinct passage exactly once, in one batch: no progress bar
+    (judge,) = built
+    assert [p["passage_id"] for r in judge.requests for p in r.payload["passages"]] == ids[:7]
+    assert "tier batches" not in err
+
+
+def test_multi_batch_run_shows_a_progress_bar_on_stderr(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    built = scripted(tier_reply, tier_reply, tier_reply)
+    code, out, err = run(
+        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "5"
+    )
+    assert code == 0, err
+    assert len(built[0].requests) == 3
+    assert "tier batches" in err and "3/3" in err
+    assert len(json.loads(out)["classifications"]) == 12  # stdout stays pure JSON
+
+
+def test_policy_adds_the_selected_context_and_output_file(
+    tmp_path: Path,
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    def reply(request: JudgeRequest) -> dict[str, Any]:
+        return tier_reply(
+            request,
+            p1={"tier": "contextually-relevant"},
+            p2={"tier": "irrelevant", "key_evidence_snippet": None},
+        )
+
+    scripted(reply, reply)
+    target = tmp_path / "out.json"
+    code, out, err = run(
+        capsys,
+        "tier",
+        "-q",
+        "q",
+        "-p",
+        str(passages_file),
+        "-j",
+        "scripted",
+        "--policy",
+        "strict",
+        "--budget",
+        "40",
+        "-o",
+        str(target),
+    )
+    assert code == 0, err
+    assert out == ""
+    context = json.loads(target.read_text())["context"]
+    assert context["policy"] == "strict" and context["token_budget"] == 40
+    # every passage is ~13 tokens: three of the ten top-tier passages fit in 40
+    assert [i["passage_id"] for i in context["items"]] == ["p3", "p4", "p5"]
+    left = {g["passage_id"]: g["reason"] for g in context["left_out"]}
+    assert left["p1"] == left["p2"] == "policy"
+    assert left["p6"] == "budget"
+    assert len(context["items"]) + len(left) == 12
+
+
+def test_custom_tiers_and_examples_files(
+    tmp_path: Path,
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    tiers = tmp_path / "tiers.yaml"
+    tiers.write_text(
+        "tiers:\n  - {name: useful, definition: helps answer}\n"
+        "  - {name: useless, definition: does not help}\nfallback_tier: useful\n"
+    )
+    examples = tmp_path / "examples.jsonl"
+    write_jsonl(
+        examples,
+        [
+            {
+                "query": "Q?",
+                "passage": "P.",
+                "tier": "useless",
+                "justification": "It is about something else.",
+            }
+        ],
+    )
+    built = scripted(lambda r: tier_reply(r, tier="useful"), lambda r: tier_reply(r, tier="useful"))
+    code, out, err = run(
+        capsys,
+        "tier",
+        "-q",
+        "q",
+        "-p",
+        str(passages_file),
+        "-j",
+        "scripted",
+        "--tiers",
+        str(tiers),
+        "--examples",
+        str(examples),
+    )
+    assert code == 0, err
+    assert json.loads(out)["tier_summary"] == {"useful_count": 12, "useless_count": 0}
+    prompt = built[0].requests[0].messages[1].content
+    assert "It is about something else." in prompt
+
+
+# --------------------------------------------------------------------------- fallback and review
+
+
+def test_fallback_exits_0_with_source_and_review_items_then_review_round_trip(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    scripted("not JSON at all", "still not JSON", "{broken")
+    code, out, err = run(
+        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "15"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert len(report["classifications"]) == 12
+    for c in report["classifications"]:
+        assert c["source"] == "fallback"
+        assert c["tier"] == "contextually-relevant"
+        assert "invalid JSON" in c["reason"]
+    (item_id,) = report["review_item_ids"]
+    assert f"reviewitems{item_id}" in squash(err)
+
+    code, out, _ = run(capsys, "review", "list", "--json")
+    assert code == 0
+    (item,) = [json.loads(line) for line in out.splitlines()]
+    assert item["id"] == item_id and item["status"] == "pending" and item["job"] == "tier"
+    assert item["passage_ids"] == [f"p{i}" for i in range(1, 13)]
+
+    code, out, _ = run(capsys, "review", "list")
+    assert code == 0 and "fallback after 3 attempt(s)" in out and report["run_id"] in out
+
+    code, out, _ = run(capsys, "review", "show", str(item_id))
+    assert code == 0
+    assert "fallback after 3 attempt(s)" in out and "{broken" in out and "pending" in out
+
+    code, _, err = run(
+        capsys,
+        "review",
+        "resolve",
+        str(item_id),
+        "--decision",
+        "irrelevant",
+        "--note",
+        "off-topic batch",
+        "--reviewer",
+        "alice",
+    )
+    assert code == 0
+    assert f"resolved review item {item_id}: 'irrelevant' by alice" in " ".join(err.split())
+
+    code, out, err = run(capsys, "review", "list")
+    assert code == 0 and out == "" and "no pending review items" in err
+    code, out, _ = run(capsys, "review", "list", "--status", "resolved", "--json")
+    resolved = json.loads(out)
+    assert resolved["decision"] == "irrelevant" and resolved["reviewer"] == "alice"
+    assert resolved["note"] == "off-topic batch" and resolved["resolved_at"]
+    code, out, _ = run(capsys, "review", "show", str(item_id), "--json")
+    assert json.loads(out)["status"] == "resolved"
+
+    code, _, err = run(capsys, "review", "resolve", str(item_id), "--decision", "accept")
+    assert code == 2 and "already resolved" in err
+    code, _, err = run(capsys, "review", "show", "999")
+    assert code == 2 and "no review item with id 999" in err
+
+
+# --------------------------------------------------------------------------- audit log
+
+
+def test_log_shows_the_rows_of_a_run(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "250")
+    bad = {"classifications": []}
+    scripted(bad, tier_reply, tier_reply)  # batch 1 is invalid once, then both succeed
+    code, out, _ = run(
+        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "6"
+    )
+    assert code == 0
+    run_id = json.loads(out)["run_id"]
+
+    code, out, _ = run(capsys, "log", "--json", "--run", run_id)
+    assert code == 0
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert sorted(r["status"] for r in rows) == ["invalid", "ok", "ok"]
+    for row in rows:
+        assert row["run_id"] == run_id and row["judge_id"] == "scripted"
+        assert row["prompt_version"] and row["raw_output"] and row["time"].endswith("+00:00")
+    (invalid,) = [r for r in rows if r["status"] == "invalid"]
+    assert any("is missing; every passage must be graded" in e for e in invalid["errors"])
+
+    code, out, _ = run(capsys, "log", "--run", run_id)
+    assert code == 0
+    assert out.count(run_id) == 3
+    assert "invalid" in out and "100+20" in out and rows[0]["prompt_version"][:8] in out
+    assert "is missing; every passage" in out
+
+    code, out, _ = run(capsys, "log", "--json", "--last", "1")
+    assert len(out.splitlines()) == 1
+    code, out, err = run(capsys, "log", "--job", "audit")
+    assert code == 0 and out == "" and "no audit-log rows match" in err
+
+
+# --------------------------------------------------------------------------- secrets and verbose
+
+
+def test_verbose_logs_the_run_and_never_shows_the_api_key(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
+    leaky = logging.getLogger("evidex.judges.leaky")
+
+    def careless_reply(request: JudgeRequest) -> dict[str, Any]:
+        # a backend that logs its credentials: the CLI must mask them all the same
+        leaky.debug("calling with key %s", os.environ["OPENAI_API_KEY"])
+        return tier_reply(request)
+
+    scripted(careless_reply, careless_reply)
+    code, out, err = run(
+        capsys,
+        "tier",
+        "-q",
+        "q",
+        "-p",
+        str(passages_file),
+        "-j",
+        "scripted",
+        "--verbose",
+        "--db",
+        f"sqlite:///{passages_file.parent}/v.db",
+    )
+    assert code == 0
+    assert PLANTED_KEY not in out + err
+    assert "calling with key ***" in err  # the line was shown, masked
+    assert "judge scripted" in err and "v.db" in err
+    assert re.search(r"tier tier \S+-b000 ok attempt 1 \d+ ms tokens 100\+20", err)
+    # the handler is gone afterwards: nothing leaks into later commands
+    assert not logging.getLogger("evidex").handlers
+
+
+def test_redact_masks_secret_env_values_and_url_passwords(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
+    monkeypatch.setenv("SOME_TOKEN", "tok-123456")
+    monkeypatch.setenv("EDITOR", "vim-editor")
+    text = f"key={PLANTED_KEY} t=tok-123456 e=vim-editor db=postgresql://bob:hunter22@db/x"
+    assert redact(text) == "key=*** t=*** e=vim-editor db=postgresql://bob:***@db/x"
+
+
+# --------------------------------------------------------------------------- reader
+
+
+def test_read_passages_accepts_aliases_optional_fields_bom_and_unicode_separators(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "p.jsonl"
+    text = (
+        '\ufeff{"id": 7, "text": "one\u2028line", "title": "T", "url": "u", "rank": 1, '
+        '"score": 0.9, "metadata": {"k": 1}}\r\n\n{"passage_id": "b", "text": "two"}\n'
+    )
+    path.write_text(text, encoding="utf-8")
+    first, second = read_passages(path)
+    assert first.passage_id == "7" and first.text == "one\u2028line" and first.metadata == {"k": 1}
+    assert second.passage_id == "b"
+
+
+def test_read_passages_rejects_non_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes('{"passage_id": "a", "text": "caf\xe9"}'.encode("latin-1"))
+    with pytest.raises(InputError, match="not UTF-8"):
+        read_passages(path)
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def test_demo_prints_tables_and_writes_json_to_the_default_store(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    demo = json.loads(
+        (Path(__file__).parents[1] / "src/evidex/data/examples/tier_demo.json").read_text()
+    )
+    expected = demo["expected_tiers"]
+
+    def by_hand_label(request: JudgeRequest) -> dict[str, Any]:
+        overrides = {
+            pid: {"tier": tier} | ({"key_evidence_snippet": None} if tier == "irrelevant" else {})
+            for pid, tier in expected.items()
+        }
+        return tier_reply(request, **overrides)
+
+    scripted(by_hand_label, by_hand_label)
+    target = tmp_path / "demo.json"
+    code, out, err = run(capsys, "demo", "--judge", "scripted", "--json", str(target))
+    assert code == 0, err
+
+    assert demo["query"][:40] in out
+    for pid in expected:
+        assert pid in out
+    assert "Tier summary: directly-supporting 3 · contextually-relevant 3" in out
+    assert "agrees with the hand labels on 12 of 12 passages" in out
+    assert "Context for generation: policy standard" in out and "of 200 tokens used" in out
+    assert "Left out:" in out and "over the budget" in out and "excludes irrelevant" in out
+    assert "tier batches" in err  # twelve passages, batches of ten
+
+    report = json.loads(target.read_text())
+    assert [c["passage_id"] for c in report["classifications"]] == list(expected)
+    assert report["context"]["tokens_used"] <= 200
+    store = open_store()  # EVIDEX_DB: the demo used the normal store
+    try:
+        assert {r["run_id"] for r in store.audit_rows()} == {report["run_id"]}
+    finally:
+        store.close()
+
+
+def test_demo_file_is_a_sound_example() -> None:
+    """Twelve passages with unique ids and a hand label each, in every tier of the default
+    scheme, so the demo shows supporting, background, near-miss and off-topic passages."""
+    from evidex.cli.demo import load_demo
+    from evidex.types import DEFAULT_TIERS
+
+    demo = load_demo()
+    ids = [p.passage_id for p in demo.passages]
+    assert len(ids) == 12 == len(set(ids))
+    assert set(demo.expected_tiers) == set(ids)
+    assert sorted(set(demo.expected_tiers.values())) == sorted(DEFAULT_TIERS.names)
+
+
+# --------------------------------------------------------------------------- help
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [
+        (
+            ["tier"],
+            [
+                "--query",
+                "--passages",
+                "--judge",
+                "--risk",
+                "--batch-size",
+                "--tiers",
+                "--examples",
+                "--db",
+                "--base-url",
+                "--policy",
+                "--budget",
+                "--output",
+                "--verbose",
+                "OPENAI_API_KEY",
+                "stdin",
+            ],
+        ),
+        (["log"], ["--last", "--run", "--job", "--json", "--db"]),
+        (["review", "list"], ["--status", "--job", "--json", "--db"]),
+        (["review", "show"], ["ID", "--json", "--db"]),
+        (["review", "resolve"], ["ID", "--decision", "--note", "--reviewer", "--db"]),
+        (["demo"], ["--judge", "--base-url", "--budget", "--json", "--db", "--verbose"]),
+    ],
+)
+def test_help_explains_each_option(
+    command: list[str],
+    options: list[str],
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run(capsys, *command, "--help")
+    assert code == 0
+    for option in options:
+        assert option in out, option
+    # each option's row carries a help text after its name, short flag and metavar
+    for option in (o for o in options if o.startswith("--")):
+        row = re.search(rf"│\s+(?:\*\s+)?{option}\s+(?:-\w\s+)?\S+\s+(.+?)\s*│", out)
+        assert row is not None, option
+        assert len(row.group(1).split()) >= 3, row.group(0)
+
+
+def test_review_without_subcommand_shows_its_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "review")
+    assert code in (0, 2)
+    assert all(word in out + err for word in ("list", "show", "resolve"))
+
+
+# --------------------------------------------------------------------------- installed script
+
+
+def evidex_script() -> str:
+    return str(Path(sys.executable).parent / "evidex")
+
+
+def test_installed_script_help() -> None:
+    proc = subprocess.run([evidex_script(), "--help"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    for command in ("tier", "log", "review", "demo"):
+        assert command in proc.stdout
+
+
+def test_installed_script_exits_2_on_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"passage_id": "a", "text": "fine"}\n{"passage_id": "b"}\n')
+    proc = subprocess.run(
+        [evidex_script(), "tier", "--query", "q", "--passages", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "COLUMNS": "300"},
+    )
+    assert proc.returncode == 2
+    assert proc.stdout == ""
+    assert f"{path}:2: the passage has no 'text' field" in proc.stderr
