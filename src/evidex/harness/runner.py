@@ -59,6 +59,9 @@ class RunContext:
     query: str
     risk: str = "low"
     run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    review_fallback: bool = True
+    """Whether a fallback also opens a review item. A job's spec may say a fallback is a final
+    answer at some risk level (classify at low risk); it is still marked and audit-logged."""
 
     @property
     def query_hash(self) -> str:
@@ -359,7 +362,7 @@ class Harness:
         value = step.fallback(batch, reason)
         info = step.describe(batch)
         last_raw = next((a.raw_output for a in reversed(attempts) if a.raw_output), None)
-        item_id = self.review(
+        item_id = None if not ctx.review_fallback else self.review(
             ctx,
             ReviewRequest(
                 job=step.job,
