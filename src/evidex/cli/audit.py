@@ -1,0 +1,300 @@
+"""``evidex audit``: claim-level grounding of generated answers, and the publish/review/block
+decision. One answer prints one JSON object; ``--batch`` audits a JSONL file of answers and
+writes one JSON object a line. The exit code is 0 whatever the decisions: they are in the
+output."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+
+from evidex.cli._app import app, err_console, write_json
+from evidex.cli._io import (
+    BaseUrlOpt,
+    DbOpt,
+    EchoStore,
+    JudgeOpt,
+    OutputOpt,
+    RiskOpt,
+    VerboseOpt,
+    _explain,
+    _read_lines,
+    make_judge,
+    open_db,
+    progress,
+    verbose_logging,
+)
+from evidex.errors import ConfigError, InputError
+from evidex.jobs._audit_policy import AuditPolicy
+from evidex.jobs._common import run_sync
+from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
+from evidex.types import Passage, RiskLevel
+
+__all__ = ["audit_command", "read_answers", "read_context"]
+
+
+class ModeOpt(str, Enum):
+    ONE_PASS = "one-pass"
+    TWO_PASS = "two-pass"
+
+
+class OnContradiction(str, Enum):
+    BLOCK = "block"
+    REVIEW = "review"
+
+
+def read_context(path: str | Path) -> list[Passage]:
+    """Passages from JSONL: an object a line (``passage_id``/``id`` optional, ``text``, ``title``,
+    ``url`` ...) or a bare JSON string a line. A missing id becomes ``passage-N``, N being the
+    passage's position, so ids match what the generator was shown."""
+    name, lines = _read_lines(path)
+    passages: list[Passage] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        passages.append(
+            _passage(json_at(line, f"{name}:{lineno}"), len(passages) + 1, f"{name}:{lineno}")
+        )
+    return passages
+
+
+def _passage(data: Any, position: int, where: str) -> Passage:
+    if isinstance(data, str):
+        data = {"text": data}
+    if not isinstance(data, dict) or "text" not in data:
+        raise InputError(
+            "expected a JSON object with a 'text' field, or a JSON string", where=where
+        )
+    if not any(k in data for k in ("passage_id", "id", "pid", "docid")):
+        data = {"passage_id": f"passage-{position}", **data}
+    try:
+        return Passage.model_validate(data)
+    except ValidationError as exc:
+        raise InputError(_explain(exc), where=where) from exc
+
+
+def json_at(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"malformed JSON: {exc.msg} (column {exc.colno})", where=where) from exc
+
+
+def read_answers(path: str | Path) -> list[AnswerInput]:
+    """Answers from JSONL, one object a line: ``answer`` (required), ``answer_id``,
+    ``question``, ``passages`` (a list of passage objects or strings), ``claims``."""
+    name, lines = _read_lines(path)
+    answers: list[AnswerInput] = []
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name}:{lineno}"
+        data = json_at(line, where)
+        if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
+            raise InputError("expected a JSON object with an 'answer' string", where=where)
+        raw = data.get("passages", [])
+        if not isinstance(raw, list):
+            raise InputError("'passages' must be a list", where=where)
+        data["passages"] = [_passage(p, i, f"{where} passage {i}") for i, p in enumerate(raw, 1)]
+        if not data["answer"].strip():
+            raise InputError("the answer is empty", where=where)
+        try:
+            answers.append(AnswerInput.model_validate(data))
+        except ValidationError as exc:
+            raise InputError(_explain(exc), where=where) from exc
+    if not answers:
+        raise InputError(
+            "no answers: the file is empty (expected one JSON object a line)", where=name
+        )
+    return answers
+
+
+@app.command("audit")
+def audit_command(
+    answer: Annotated[
+        str | None,
+        typer.Option(
+            "--answer", "-a", metavar="TEXT", show_default=False, help="The generated answer."
+        ),
+    ] = None,
+    answer_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--answer-file", metavar="FILE", show_default=False, help="Read the answer from FILE."
+        ),
+    ] = None,
+    passages: Annotated[
+        str | None,
+        typer.Option(
+            "--passages",
+            "-p",
+            metavar="FILE.jsonl",
+            show_default=False,
+            help="The retrieved passages exactly as used for generation, one JSON object a line "
+            '({"passage_id": ..., "text": ..., "title": ..., "url": ...}; ids default to '
+            "passage-1, passage-2 ...) or one JSON string a line. '-' reads stdin.",
+        ),
+    ] = None,
+    batch: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch",
+            metavar="FILE.jsonl",
+            show_default=False,
+            help="Audit many answers: one JSON object a line with answer, and optionally "
+            "answer_id, question, passages, claims. Writes one JSON result a line.",
+        ),
+    ] = None,
+    question: Annotated[
+        str | None,
+        typer.Option(
+            "--question", "-q", metavar="TEXT", show_default=False, help="The user's question."
+        ),
+    ] = None,
+    answer_id: Annotated[
+        str | None,
+        typer.Option("--answer-id", metavar="ID", show_default=False, help="Id of the answer."),
+    ] = None,
+    mode: Annotated[
+        ModeOpt,
+        typer.Option(
+            "--mode",
+            case_sensitive=False,
+            help="one-pass: the judge extracts and classifies claims at once; two-pass: it "
+            "extracts claims first, then classifies them in batches.",
+        ),
+    ] = ModeOpt.ONE_PASS,
+    risk: RiskOpt = RiskLevel.LOW,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            metavar="RATIO",
+            help="Unsupported ratio above which an answer goes to review.",
+        ),
+    ] = 0.30,
+    on_contradiction: Annotated[
+        OnContradiction,
+        typer.Option(
+            "--on-contradiction", case_sensitive=False, help="What a contradicted claim does."
+        ),
+    ] = OnContradiction.BLOCK,
+    judge: JudgeOpt = None,
+    base_url: BaseUrlOpt = None,
+    db: DbOpt = None,
+    output: OutputOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Split a generated answer into verbatim claims and grade each against the passages.
+
+    Prints JSON: claims (claim_text, offsets, classification, supporting_context_ids,
+    supporting_quotes, explanation, contradicted, contradicting_quote, sources), the summary
+    recomputed from the claims, and the decision (publish / review / block) with its reasons.
+    An audit that could not be completed has source "fallback", decision review and a review
+    item; the exit code is 0 whatever the decision.
+    """
+    with verbose_logging(verbose):
+        items = _inputs(answer, answer_file, passages, batch, question, answer_id)
+        try:
+            policy = AuditPolicy(
+                unsupported_threshold=threshold, on_contradiction=on_contradiction.value
+            )
+        except ValidationError as exc:
+            raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
+        the_judge = make_judge(judge, "audit", base_url)
+        try:
+            with open_db(db) as store, progress(len(items), "answers") as on_progress:
+                result = audit_many(
+                    items,
+                    mode=mode.value,
+                    risk=risk,
+                    policy=policy,
+                    judge=the_judge,
+                    store=EchoStore(store),
+                    on_progress=on_progress,
+                )
+        finally:
+            run_sync(the_judge.aclose())
+        results = list(result.results.values())
+        if batch is None:
+            write_json(results[0].report(), output)
+        else:
+            _write_jsonl(results, output)
+        _tell(results)
+
+
+def _inputs(
+    answer: str | None,
+    answer_file: Path | None,
+    passages: str | None,
+    batch: Path | None,
+    question: str | None,
+    answer_id: str | None,
+) -> list[AnswerInput]:
+    given = [
+        name for name, value in (("--answer", answer), ("--answer-file", answer_file)) if value
+    ]
+    if batch is not None:
+        extra = given + [
+            name
+            for name, value in (
+                ("--passages", passages),
+                ("--question", question),
+                ("--answer-id", answer_id),
+            )
+            if value
+        ]
+        if extra:
+            raise ConfigError(
+                "--batch reads answers, ids, questions and passages from its file; "
+                f"drop {', '.join(extra)}"
+            )
+        return read_answers(batch)
+    if len(given) != 1:
+        raise ConfigError(
+            "give the answer with exactly one of --answer or --answer-file (or --batch)"
+        )
+    if answer_file is not None:
+        _, lines = _read_lines(answer_file)
+        answer = "\n".join(lines)
+    if not (answer or "").strip():
+        raise InputError("the answer is empty", where=str(answer_file or "--answer"))
+    if passages is None:
+        raise ConfigError("--passages is required: the passages the answer was generated from")
+    return [
+        AnswerInput(
+            answer=answer or "",
+            passages=list(read_context(passages)),
+            question=question,
+            answer_id=answer_id,
+        )
+    ]
+
+
+def _write_jsonl(results: list[AuditResult], output: Path | None) -> None:
+    lines = "".join(json.dumps(r.report(), ensure_ascii=False) + "\n" for r in results)
+    if output is None or str(output) == "-":
+        typer.echo(lines, nl=False)
+    else:
+        output.write_text(lines, encoding="utf-8")
+        err_console.print(f"wrote {output}")
+
+
+def _tell(results: list[AuditResult]) -> None:
+    """One line per answer on stderr: the decision, and where a fallback's review item is."""
+    for r in results:
+        extra = (
+            f"; review items {', '.join(map(str, r.review_item_ids))}" if r.review_item_ids else ""
+        )
+        alert = " [alert: unsupported ratio above baseline]" if r.alert else ""
+        err_console.print(
+            f"{r.answer_id}: {r.decision.decision} ({r.summary.total_claims} claims, "
+            f"{r.summary.unsupported} unsupported, source {r.source}){extra}{alert}",
+            highlight=False,
+            markup=False,
+        )
