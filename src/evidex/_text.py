@@ -78,9 +78,31 @@ def extract_json_object(text: str) -> Any:
         try:
             value, _ = decoder.raw_decode(text, match.start())
         except ValueError:
+            if _still_open(text, match.start()):
+                break  # cut off: objects inside it are fragments, not the answer
             continue
         if isinstance(value, dict):
             return value
     if "{" in text:
         raise ValueError("the reply holds no complete JSON object (truncated or malformed)")
     raise ValueError("the reply holds no JSON object")
+
+
+def _still_open(text: str, start: int) -> bool:
+    """True when the bracket at ``start`` is not closed by the end of ``text`` (strings aware)."""
+    depth, in_string, escaped = 0, False, False
+    for ch in text[start:]:
+        if escaped:
+            escaped = False
+        elif in_string:
+            escaped = ch == "\\"
+            in_string = ch != '"'
+        elif ch == '"':
+            in_string = True
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return False
+    return True
