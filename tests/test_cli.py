@@ -88,7 +88,7 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
             "malformed JSON",
         ),
         (['{"passage_id": "a", "body": "no text here"}'], ":1", "no 'text' field"),
-        (['["a", "b"]'], ":1", "expected a JSON object"),
+        (['["a", "b"]'], ":1", "expected a JSON object, got an array"),
         (['{"passage_id": "a", "text": "  "}'], ":1", "text must not be empty"),
         (['{"text": "no id"}'], ":1", "no 'passage_id' (or 'id') field"),
         (['{"passage_id": "a", "text": "x", "colour": "red"}'], ":1", "unknown field 'colour'"),
@@ -144,6 +144,16 @@ def test_missing_file_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     code, _, err = run(capsys, "tier", "-q", "q", "-p", str(tmp_path / "nope.jsonl"))
     assert code == 2
     assert squash(f"{tmp_path / 'nope.jsonl'}: no such file") in squash(err)
+
+
+def test_error_text_is_not_read_as_markup(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "run[bold].jsonl"
+    path.write_text("[1, 2]\n")
+    code, _, err = run(capsys, "tier", "-q", "q", "-p", str(path))
+    assert code == 2
+    assert f"{path}:1: expected a JSON object, got an array" in err
 
 
 @pytest.mark.parametrize("query", ["", "   "])

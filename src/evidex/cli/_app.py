@@ -10,6 +10,7 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from evidex.errors import EvidexError, UsageError
 
@@ -32,10 +33,10 @@ def run(argv: list[str]) -> int:
     try:
         app(args=argv, prog_name="evidex", standalone_mode=False)
     except UsageError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+        _complain("error", exc)
         return EXIT_USAGE
     except EvidexError as exc:
-        err_console.print(f"[bold red]failed:[/] {exc}", markup=True, highlight=False)
+        _complain("failed", exc)
         return EXIT_INTERNAL
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
@@ -57,9 +58,17 @@ def run(argv: list[str]) -> int:
             exc.show()
             return int(getattr(exc, "exit_code", EXIT_INTERNAL))
         logging.getLogger("evidex").exception("internal error")
-        err_console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc}")
+        _complain("internal error", f"{type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
     return EXIT_OK
+
+
+def _complain(label: str, message: object) -> None:
+    """One stderr line per error. The message is escaped (text such as ``evidex[llm]`` is not
+    rich markup) and not hard-wrapped, so paths and hints survive pipes and greps whole."""
+    err_console.print(
+        f"[bold red]{label}:[/] {escape(str(message))}", highlight=False, soft_wrap=True
+    )
 
 
 def write_json(data: Any, output: Path | None) -> None:

@@ -37,14 +37,18 @@ from evidex.types import Passage, RiskLevel
 __all__ = [
     "BaseUrlOpt",
     "DbOpt",
+    "EchoStore",
     "JudgeOpt",
     "OutputOpt",
     "RiskOpt",
     "VerboseOpt",
+    "explain_passage_error",
     "json_line",
+    "jsonl_objects",
     "make_judge",
     "open_db",
     "progress",
+    "read_lines",
     "read_passages",
     "redact",
     "verbose_logging",
@@ -124,9 +128,34 @@ def read_passages(path: str | Path) -> list[Passage]:
     Ids must be unique in the file: a repeated id is reported with both line numbers, since it
     is almost always a join bug upstream rather than a passage worth grading twice.
     """
-    name, lines = _read_lines(path)
     passages: list[Passage] = []
     first_seen: dict[str, int] = {}
+    for where, lineno, data in jsonl_objects(path):
+        if "text" not in data:
+            raise InputError("the passage has no 'text' field", where=where)
+        try:
+            passage = Passage.model_validate(data)
+        except ValidationError as exc:
+            raise InputError(explain_passage_error(exc), where=where) from exc
+        if passage.passage_id in first_seen:
+            raise InputError(
+                f"passage id {passage.passage_id!r} was already used on line "
+                f"{first_seen[passage.passage_id]}; ids must be unique",
+                where=where,
+            )
+        first_seen[passage.passage_id] = lineno
+        passages.append(passage)
+    return passages
+
+
+def jsonl_objects(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]:
+    """``(where, line number, object)`` for each non-blank line of a JSONL file or stdin (``-``).
+
+    ``where`` is ``FILE:LINE`` for error messages. Malformed JSON, a line that is not an object
+    and a file without any object raise :class:`InputError` naming the file (and line).
+    """
+    name, lines = read_lines(path)
+    empty = True
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
             continue
@@ -138,32 +167,14 @@ def read_passages(path: str | Path) -> list[Passage]:
                 f"malformed JSON: {exc.msg} (column {exc.colno})", where=where
             ) from exc
         if not isinstance(data, dict):
-            raise InputError(
-                f"expected a JSON object with passage_id and text, got {_json_kind(data)}",
-                where=where,
-            )
-        if "text" not in data:
-            raise InputError("the passage has no 'text' field", where=where)
-        try:
-            passage = Passage.model_validate(data)
-        except ValidationError as exc:
-            raise InputError(_explain(exc), where=where) from exc
-        if passage.passage_id in first_seen:
-            raise InputError(
-                f"passage id {passage.passage_id!r} was already used on line "
-                f"{first_seen[passage.passage_id]}; ids must be unique",
-                where=where,
-            )
-        first_seen[passage.passage_id] = lineno
-        passages.append(passage)
-    if not passages:
-        raise InputError(
-            "no passages: the file is empty (expected one JSON object a line)", where=name
-        )
-    return passages
+            raise InputError(f"expected a JSON object, got {_json_kind(data)}", where=where)
+        empty = False
+        yield where, lineno, data
+    if empty:
+        raise InputError("the file is empty (expected one JSON object a line)", where=name)
 
 
-def _read_lines(path: str | Path) -> tuple[str, list[str]]:
+def read_lines(path: str | Path) -> tuple[str, list[str]]:
     """The display name and the lines of a file or stdin.
 
     Splits on ``\\n`` only: JSON strings may hold U+2028 and friends unescaped, which
@@ -187,7 +198,7 @@ def _json_kind(value: Any) -> str:
     return names.get(type(value), "a number")
 
 
-def _explain(exc: ValidationError) -> str:
+def explain_passage_error(exc: ValidationError) -> str:
     """Pydantic's errors for one passage, in words that say what to change."""
     problems = []
     for err in exc.errors():
@@ -199,6 +210,11 @@ def _explain(exc: ValidationError) -> str:
         else:
             problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(problems)
+
+
+# The first names of these two helpers, kept for callers written against them.
+_read_lines = read_lines
+_explain = explain_passage_error
 
 
 # ---------------------------------------------------------------------------- judge and store
