@@ -1,0 +1,295 @@
+"""A real OpenAI-compatible HTTP server on a loopback port, scripted per test.
+
+It speaks just enough of the chat API (``POST /v1/chat/completions``, ``GET /v1/models``) for
+the ``openai:MODEL`` judge to run through the real SDK and the real network stack, and it plays
+the faults that a mock transport cannot: slow answers, dropped connections, rate limits, servers
+that reject ``response_format``. Standard library only, so it starts in milliseconds.
+
+Each chat request takes the next behaviour from :attr:`FakeOpenAIServer.script`; every request
+is recorded (path, headers, JSON body) so tests can assert what the judge sent.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+__all__ = [
+    "Close",
+    "FakeOpenAIServer",
+    "Raw",
+    "Recorded",
+    "Reply",
+    "Status",
+    "closed_port",
+    "serve",
+]
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Answer with a proper ``chat.completion`` whose message content is ``text``.
+
+    ``text`` may be a callable of the request body, for replies that depend on the request.
+    """
+
+    text: str | Callable[[dict[str, Any]], str]
+    prompt_tokens: int = 120
+    completion_tokens: int = 40
+    delay_s: float = 0.0
+    finish_reason: str = "stop"
+
+
+@dataclass(frozen=True)
+class Status:
+    """Answer with an HTTP error status and an OpenAI-style error body.
+
+    ``{auth}`` in ``message`` is replaced by the request's Authorization header, to play a
+    server that echoes credentials back in its error text.
+    """
+
+    code: int
+    message: str = "scripted failure"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    param: str | None = None
+
+
+@dataclass(frozen=True)
+class Raw:
+    """Answer with this exact body: a server that says 200 but sends no chat completion."""
+
+    body: str
+    code: int = 200
+    content_type: str = "application/json"
+
+
+@dataclass(frozen=True)
+class Close:
+    """Read the request, then drop the connection without answering."""
+
+
+Behaviour = Reply | Status | Raw | Close
+
+
+@dataclass(frozen=True)
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    """Header names in lower case."""
+    body: dict[str, Any]
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return list(self.body.get("messages", []))
+
+    @property
+    def text(self) -> str:
+        """Every message content of the request, joined: what the model was shown."""
+        return "\n".join(str(m.get("content", "")) for m in self.messages)
+
+
+class FakeOpenAIServer:
+    """The server; use :func:`serve` to run it for the length of a ``with`` block."""
+
+    reported_model = "fake-model-2025-01-01"
+
+    def __init__(self) -> None:
+        self.script: list[Behaviour] = []
+        self.requests: list[Recorded] = []
+        self.unscripted = 0
+        """Chat requests that arrived with an empty script (answered 500)."""
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        return int(self._httpd.server_address[1])
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    @property
+    def chat_requests(self) -> list[Recorded]:
+        return [r for r in self.requests if r.path.endswith("/chat/completions")]
+
+    def add(self, *behaviours: Behaviour) -> None:
+        with self._lock:
+            self.script.extend(behaviours)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop serving, wake sleeping handlers, and close every open connection."""
+        self._stopping.set()
+        self._httpd.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    # ------------------------------------------------------------ used by the handler
+
+    def _record(self, item: Recorded) -> Behaviour | None:
+        with self._lock:
+            self.requests.append(item)
+            if not item.path.endswith("/chat/completions"):
+                return None
+            if not self.script:
+                self.unscripted += 1
+                return Status(500, "the fake server has no scripted behaviour left")
+            return self.script.pop(0)
+
+    def _track(self, conn: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            if add:
+                self._connections.add(conn)
+            else:
+                self._connections.discard(conn)
+
+    def _sleep(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that hang up (timeouts, cancelled calls) are expected here: stay quiet."""
+
+
+def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"  # keep-alive, like real servers
+
+        def setup(self) -> None:
+            super().setup()
+            server._track(self.connection, add=True)
+
+        def finish(self) -> None:
+            server._track(self.connection, add=False)
+            with suppress(OSError):
+                super().finish()
+
+        def log_message(self, format: str, *args: Any) -> None:
+            """No access log on stderr."""
+
+        def do_GET(self) -> None:
+            server._record(Recorded("GET", self.path, self._headers(), {}))
+            if self.path.rstrip("/").endswith("/models"):
+                model = {"id": server.reported_model, "object": "model", "owned_by": "fake"}
+                self._json(200, {"object": "list", "data": [model]})
+            else:
+                self._json(404, _error(f"no route {self.path}", "not_found"))
+
+        def do_POST(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw or b"{}")
+            except ValueError:
+                body = {"_unparseable": raw.decode("utf-8", "replace")}
+            behaviour = server._record(Recorded("POST", self.path, self._headers(), body))
+            if behaviour is None:
+                self._json(404, _error(f"no route {self.path}", "not_found"))
+            elif isinstance(behaviour, Close):
+                self.close_connection = True
+            elif isinstance(behaviour, Raw):
+                self._send(behaviour.code, behaviour.body.encode("utf-8"), behaviour.content_type)
+            elif isinstance(behaviour, Status):
+                message = behaviour.message.replace("{auth}", self.headers.get("Authorization", ""))
+                payload = _error(message, "scripted", behaviour.param)
+                self._json(behaviour.code, payload, behaviour.headers)
+            else:
+                if behaviour.delay_s:
+                    server._sleep(behaviour.delay_s)
+                text = behaviour.text(body) if callable(behaviour.text) else behaviour.text
+                self._json(200, _completion(server.reported_model, text, behaviour))
+
+        def _headers(self) -> dict[str, str]:
+            return {name.lower(): value for name, value in self.headers.items()}
+
+        def _json(self, code: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+            self._send(code, json.dumps(payload).encode("utf-8"), "application/json", headers)
+
+        def _send(
+            self,
+            code: int,
+            data: bytes,
+            content_type: str,
+            headers: Mapping[str, str] | None = None,
+        ) -> None:
+            try:
+                self.send_response(code)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:  # the client gave up waiting
+                self.close_connection = True
+
+    return Handler
+
+
+def _completion(model: str, text: str, reply: Reply) -> dict[str, Any]:
+    return {
+        "id": f"chatcmpl-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": reply.finish_reason,
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def _error(message: str, kind: str, param: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": None}}
+
+
+@contextmanager
+def serve() -> Iterator[FakeOpenAIServer]:
+    """Run a fresh server on a free loopback port for the ``with`` block."""
+    server = FakeOpenAIServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def closed_port() -> int:
+    """A loopback port nobody listens on (bound, then released): connections are refused."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
