@@ -1,0 +1,268 @@
+"""``evidex classify``: label an input from a taxonomy, each label backed by passage quotes.
+
+Three forms: one input (``--input`` or ``--input-file``) prints one JSON result; ``--batch``
+reads a JSONL of ``{id, input, passages}`` and writes one JSON result a line, with a progress
+bar; ``--consistency N`` classifies one input N times as given and N times with the passages
+shuffled, and prints how often the labels agree and how far the confidences spread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from pydantic import ValidationError
+from rich.markup import escape
+
+from evidex.cli._app import app, err_console, write_json
+from evidex.cli._io import (
+    BaseUrlOpt,
+    DbOpt,
+    EchoStore,
+    JudgeOpt,
+    OutputOpt,
+    RiskOpt,
+    VerboseOpt,
+    explain_passage_error,
+    json_line,
+    jsonl_objects,
+    make_judge,
+    open_db,
+    progress,
+    read_passages,
+    verbose_logging,
+)
+from evidex.errors import InputError, UsageError
+from evidex.jobs._common import run_sync
+from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
+from evidex.jobs.consistency import consistency_check
+from evidex.tasks.classify import load_classify_examples
+from evidex.taxonomy import Taxonomy
+from evidex.types import Passage, RiskLevel
+
+__all__ = ["classify_command", "read_batch"]
+
+
+def read_batch(path: str | Path) -> list[ClassifyInput]:
+    """Inputs from a JSONL file, one ``{"id", "input", "passages": [...]}`` a line.
+
+    Errors name the file and line; ids must be unique so that output lines can be joined back.
+    """
+    items: list[ClassifyInput] = []
+    first_seen: dict[str, int] = {}
+    for where, lineno, data in jsonl_objects(path):
+        if not isinstance(data.get("passages"), list):
+            raise InputError(
+                'expected {"id": ..., "input": ..., "passages": [{"passage_id", "text"}, ...]}',
+                where=where,
+            )
+        if not isinstance(data.get("input"), str) or not data["input"].strip():
+            raise InputError("the 'input' text is missing or empty", where=where)
+        passages = []
+        for index, raw in enumerate(data["passages"]):
+            try:
+                passages.append(Passage.model_validate(raw))
+            except ValidationError as exc:
+                problem = explain_passage_error(exc)
+                raise InputError(f"passages[{index}]: {problem}", where=where) from exc
+        item_id = str(data.get("id", lineno))
+        if item_id in first_seen:
+            raise InputError(
+                f"id {item_id!r} was already used on line {first_seen[item_id]}", where=where
+            )
+        first_seen[item_id] = lineno
+        items.append(ClassifyInput(id=item_id, input=data["input"], passages=passages))
+    return items
+
+
+def _input_text(text: str | None, file: Path | None) -> str:
+    if (text is None) == (file is None):
+        raise UsageError("give the text to classify with exactly one of --input or --input-file")
+    where = "--input"
+    if file is not None:
+        where = str(file)
+        try:
+            text = file.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise InputError(f"cannot read: {exc.strerror or exc}", where=where) from exc
+    if not text or not text.strip():
+        raise InputError("the text to classify is empty", where=where)
+    return text
+
+
+def _warn(results: list[ClassifyResult]) -> None:
+    """Say on stderr what went to review or fell back: exit code 0 must not hide it."""
+    fallbacks = [r for r in results if r.source == "fallback"]
+    reviewed = sum(len(r.review) for r in results)
+    if fallbacks:
+        err_console.print(
+            f"[yellow]warning:[/] {len(fallbacks)} result(s) fell back to unclassifiable "
+            f"(run {fallbacks[0].run_id}: {escape(fallbacks[0].reason or '')})",
+            highlight=False,
+        )
+    if reviewed:
+        err_console.print(f"{reviewed} item(s) routed to the review queue (evidex review)")
+
+
+@app.command("classify")
+def classify_command(
+    labels: Annotated[
+        Path,
+        typer.Option(
+            "--labels",
+            "-l",
+            metavar="FILE",
+            help="The label taxonomy (YAML or JSON): a list of {name, description}, a mapping "
+            "with 'labels', or a mapping of name to description.",
+        ),
+    ],
+    input: Annotated[
+        str | None,
+        typer.Option("--input", "-i", metavar="TEXT", show_default=False, help="Text to classify."),
+    ] = None,
+    input_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--input-file", metavar="FILE", show_default=False, help="Read the text from FILE."
+        ),
+    ] = None,
+    passages: Annotated[
+        str | None,
+        typer.Option(
+            "--passages",
+            "-p",
+            metavar="FILE.jsonl",
+            show_default=False,
+            help='Retrieved passages, one JSON object a line: {"passage_id": ..., "text": ...} '
+            "(rank is optional: over budget, the lowest-ranked are left out first). '-' reads "
+            "stdin.",
+        ),
+    ] = None,
+    batch: Annotated[
+        Path | None,
+        typer.Option(
+            "--batch",
+            metavar="FILE.jsonl",
+            show_default=False,
+            help='Classify many inputs: one {"id", "input", "passages": [...]} a line; writes '
+            "one JSON result a line.",
+        ),
+    ] = None,
+    multi_label: Annotated[
+        bool, typer.Option("--multi-label", help="Allow several labels (default: at most one).")
+    ] = False,
+    threshold: Annotated[
+        float,
+        typer.Option(
+            "--threshold",
+            metavar="X",
+            min=0.0,
+            max=1.0,
+            help="Labels with a lower confidence go to the review queue.",
+        ),
+    ] = DEFAULT_THRESHOLD,
+    risk: RiskOpt = RiskLevel.LOW,
+    constraint: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--constraint",
+            metavar="TEXT",
+            show_default=False,
+            help="An extra rule for the judge (repeatable).",
+        ),
+    ] = None,
+    examples: Annotated[
+        Path | None,
+        typer.Option(
+            "--examples",
+            metavar="FILE",
+            show_default=False,
+            help="Few-shot examples (JSON, YAML or JSONL list of {input, passages, output}).",
+        ),
+    ] = None,
+    consistency: Annotated[
+        int | None,
+        typer.Option(
+            "--consistency",
+            metavar="N",
+            min=1,
+            show_default=False,
+            help="Instead of one result, classify N times as given and N times with shuffled "
+            "passages (without the cache) and report label agreement and confidence spread.",
+        ),
+    ] = None,
+    judge: JudgeOpt = None,
+    base_url: BaseUrlOpt = None,
+    db: DbOpt = None,
+    output: OutputOpt = None,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Assign labels from a taxonomy to a text, each backed by quotes from the passages.
+
+    Prints JSON: classifications (label, confidence, supporting_evidence, counter_evidence),
+    unclassifiable, unclassifiable_reason, evidence_gaps, source, and review (the review items
+    opened and why). An answer still invalid after one retry becomes unclassifiable with
+    source "fallback" (a review item too at medium and high risk); the exit code is still 0.
+    """
+    with verbose_logging(verbose):
+        if batch is not None and (input is not None or input_file is not None or passages):
+            raise UsageError("--batch carries its own inputs and passages; drop --input/--passages")
+        if batch is not None and consistency is not None:
+            raise UsageError("--consistency checks one input; it cannot be combined with --batch")
+        if batch is None and passages is None:
+            raise UsageError("give the retrieved passages with --passages (or use --batch)")
+        taxonomy = Taxonomy.from_file(labels)
+        if batch is not None:
+            items = read_batch(batch)
+        else:
+            text = _input_text(input, input_file)
+            items = [ClassifyInput(id="1", input=text, passages=read_passages(passages or "-"))]
+        options: dict[str, Any] = {
+            "constraints": constraint or (),
+            "examples": load_classify_examples(examples) if examples else None,
+            "threshold": threshold,
+            "risk": risk,
+            "multi_label": multi_label,
+        }
+        the_judge = make_judge(judge, "classify", base_url)
+        try:
+            with open_db(db) as store:
+                echo = EchoStore(store)
+                if consistency is not None:
+                    report = consistency_check(
+                        items[0].input,
+                        items[0].passages,
+                        taxonomy,
+                        runs=consistency,
+                        judge=the_judge,
+                        store=echo,
+                        **options,
+                    )
+                    write_json(report.model_dump(mode="json"), output)
+                    return
+                with progress(len(items), "classify") as on_progress:
+                    results = classify_many(
+                        items,
+                        taxonomy,
+                        judge=the_judge,
+                        store=echo,
+                        on_progress=on_progress,
+                        **options,
+                    )
+        finally:
+            run_sync(the_judge.aclose())
+        if batch is None:
+            write_json(results[0].report(), output)
+        else:
+            _write_lines([r.report() for r in results], output)
+        _warn(results)
+
+
+def _write_lines(rows: list[dict[str, Any]], output: Path | None) -> None:
+    text = "".join(json_line(row) + "\n" for row in rows)
+    if output is None or str(output) == "-":
+        typer.echo(text, nl=False)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err_console.print(f"wrote {len(rows)} result(s) to {output}")
