@@ -262,6 +262,8 @@ def test_empty_query_and_bad_settings_are_input_errors(
         _run(ScriptedJudge(), store, passages, top_n=0)
     with pytest.raises(InputError, match="no passages"):
         _run(ScriptedJudge(), store, [])
+    with pytest.raises(InputError, match="candidate 2 is not a valid passage: text"):
+        _run(ScriptedJudge(), store, [{"id": "a", "text": "x"}, {"id": "b"}])  # type: ignore[list-item]
 
 
 def test_one_candidate(store: SqlStore) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from evidex.errors import InputError
 from evidex.harness.ports import StorePort
@@ -178,7 +178,7 @@ async def arerank(
         raise InputError(f"top_k and top_n must be at least 1, got top_k={top_k}, top_n={top_n}")
     if window < 2 or not 1 <= step < window:
         raise InputError(f"need window >= 2 and 1 <= step < window, got {window} and {step}")
-    items = [p if isinstance(p, Passage) else Passage.model_validate(p) for p in passages]
+    items = _candidates(passages)
     the_judge = resolve_judge(judge, "rerank")
     strategy = strategy or ("pointwise" if isinstance(the_judge, Scorer) else "allpairs")
     if strategy not in STRATEGIES:
@@ -470,6 +470,20 @@ class _Run:
 
 
 # ---------------------------------------------------------------------------- helpers
+
+
+def _candidates(passages: Iterable[Passage | dict[str, Any]]) -> list[Passage]:
+    """Typed candidates; a malformed one is an input error that says which and why."""
+    items = []
+    for number, p in enumerate(passages, 1):
+        try:
+            items.append(p if isinstance(p, Passage) else Passage.model_validate(p))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'candidate'}: {e['msg']}" for e in exc.errors()
+            )
+            raise InputError(f"candidate {number} is not a valid passage: {problems}") from exc
+    return items
 
 
 def _template(strategy: str) -> PromptTemplate:

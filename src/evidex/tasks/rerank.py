@@ -199,6 +199,24 @@ def _items(passages: Sequence[Passage]) -> list[dict[str, str]]:
     return [{"passage_id": p.passage_id, "text": p.text} for p in passages]
 
 
+def _material(query: str, passages: Sequence[Passage], strategy: str) -> dict[str, Any]:
+    """Cache material: the query, the passages in the order shown (order sways a judge) and
+    the strategy; the harness adds the prompt version and the judge."""
+    return {
+        "query": query.strip(),
+        "passages": [[p.passage_id, p.text] for p in passages],
+        "strategy": strategy,
+    }
+
+
+def _info(query: str, passages: Sequence[Passage], strategy: str, flag: str) -> BatchInfo:
+    return BatchInfo(
+        query=query,
+        passage_ids=tuple(p.passage_id for p in passages),
+        extra={"strategy": strategy, "flag": flag},
+    )
+
+
 def _score_of(value: Any) -> float | None:
     """A finite number, or None when the value is not one (``bool`` is not a score)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -307,18 +325,10 @@ class RerankStep:
         )
 
     def cache_material(self, batch: RerankBatch) -> Any:
-        return {
-            "query": batch.query.strip(),
-            "passages": [[p.passage_id, p.text] for p in batch.passages],
-            "strategy": batch.strategy,
-        }
+        return _material(batch.query, batch.passages, batch.strategy)
 
     def describe(self, batch: RerankBatch) -> BatchInfo:
-        return BatchInfo(
-            query=batch.query,
-            passage_ids=tuple(p.passage_id for p in batch.passages),
-            extra={"strategy": batch.strategy, "flag": "offline review of the ranking"},
-        )
+        return _info(batch.query, batch.passages, batch.strategy, "offline review of the ranking")
 
     def labels(self, value: RerankBatchValue) -> Any:
         return [r.passage_id for r in value.ranked_passages]
@@ -463,19 +473,10 @@ class PairStep:
         return PairVerdict(winner=None, justification=f"Fallback (counted as a tie): {reason}")
 
     def cache_material(self, batch: PairBatch) -> Any:
-        return {
-            "query": batch.query.strip(),
-            "a": [batch.a.passage_id, batch.a.text],
-            "b": [batch.b.passage_id, batch.b.text],
-            "strategy": "pairwise",
-        }
+        return _material(batch.query, (batch.a, batch.b), "pairwise")
 
     def describe(self, batch: PairBatch) -> BatchInfo:
-        return BatchInfo(
-            query=batch.query,
-            passage_ids=(batch.a.passage_id, batch.b.passage_id),
-            extra={"strategy": "pairwise"},
-        )
+        return _info(batch.query, (batch.a, batch.b), "pairwise", "review of one comparison")
 
     def labels(self, value: PairVerdict) -> Any:
         return {"winner": value.winner}
@@ -571,18 +572,10 @@ class ScoreStep:
         )
 
     def cache_material(self, batch: ScoreBatch) -> Any:
-        return {
-            "query": batch.query.strip(),
-            "passages": [[p.passage_id, p.text] for p in batch.passages],
-            "strategy": "pointwise",
-        }
+        return _material(batch.query, batch.passages, "pointwise")
 
     def describe(self, batch: ScoreBatch) -> BatchInfo:
-        return BatchInfo(
-            query=batch.query,
-            passage_ids=tuple(p.passage_id for p in batch.passages),
-            extra={"strategy": "pointwise"},
-        )
+        return _info(batch.query, batch.passages, "pointwise", "offline review of the ranking")
 
     def labels(self, value: ScoreBatchValue) -> Any:
         return {s.passage_id: round(s.relevance_score, 4) for s in value.scores}
