@@ -463,3 +463,27 @@ def test_pairwise_failed_comparisons_are_ties_with_review(
     assert result.review_item_ids and any(e.kind == "comparison_fallback" for e in result.events)
     assert judge.requests[0].step == "rerank.pair"
     assert json.loads(json.dumps(result.report()))["strategy"] == "pairwise"
+
+
+# ---------------------------------------------------------------------------- the real encoder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("strategy", ["pointwise", "allpairs"])
+def test_local_minilm_reranks_natively_and_by_score(
+    store: SqlStore, passages: list[Passage], strategy: str
+) -> None:
+    """The default judge: pointwise through score(), allpairs through its native reply,
+    which passes the same validation as a chat judge's."""
+    result = rerank(
+        "How much vitamin D do adults need each day?",
+        passages,
+        judge="local:minilm",
+        store=store,
+        strategy=strategy,
+        settings=FAST,
+    )
+    assert result.source == "judge" and result.judge_id == "local:minilm"
+    assert set(result.ids()[:2]) == {"p2", "p6"}  # the two passages that give a daily dose
+    assert result.ids()[-1] == "p3"  # the D-Day landings
+    assert all(r.relevance_score is not None for r in result.ranked_passages)
