@@ -1,12 +1,15 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from evidex import judges
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage
+from tests.scripted import Reply, ScriptedJudge
 
 
 @pytest.fixture(autouse=True)
@@ -36,3 +39,25 @@ def passages() -> list[Passage]:
         "Vitamin D deficiency can cause rickets in children.",
     ]
     return [Passage(passage_id=f"p{i}", text=t) for i, t in enumerate(texts, 1)]
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[ScriptedJudge]]:
+    """``install(*replies)`` registers the judge spec ``scripted``; each build gets the replies.
+
+    Returns the list of judges built, to inspect the requests they saw. The registry is
+    restored after the test.
+    """
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+    built: list[ScriptedJudge] = []
+
+    def install(*replies: Reply) -> list[ScriptedJudge]:
+        def factory(spec: str, **options: Any) -> ScriptedJudge:
+            judge = ScriptedJudge(replies)
+            built.append(judge)
+            return judge
+
+        judges.register_judge("scripted", factory)
+        return built
+
+    return install

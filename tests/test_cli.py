@@ -16,14 +16,12 @@ from typing import Any
 
 import pytest
 
-from evidex import judges
 from evidex.cli import main
 from evidex.cli._io import read_passages, redact
 from evidex.errors import InputError
-from evidex.judges import register_judge
 from evidex.judging import JudgeRequest
 from evidex.store import open_store
-from tests.scripted import Reply, ScriptedJudge, tier_reply
+from tests.scripted import ScriptedJudge, tier_reply
 
 PLANTED_KEY = "sk-planted-9f8e7d6c5b4a3210"
 
@@ -36,28 +34,6 @@ def squash(text: str) -> str:
 def write_jsonl(path: Path, rows: list[Any]) -> Path:
     path.write_text("\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows) + "\n")
     return path
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[ScriptedJudge]]:
-    """``install(*replies)`` registers the judge spec ``scripted``; each build gets the replies.
-
-    Returns the list of judges built, to inspect the requests they saw. The registry is
-    restored after the test.
-    """
-    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
-    built: list[ScriptedJudge] = []
-
-    def install(*replies: Reply) -> list[ScriptedJudge]:
-        def factory(spec: str, **options: Any) -> ScriptedJudge:
-            judge = ScriptedJudge(replies)
-            built.append(judge)
-            return judge
-
-        register_judge("scripted", factory)
-        return built
-
-    return install
 
 
 @pytest.fixture
@@ -74,6 +50,13 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def tier_run(
+    capsys: pytest.CaptureFixture[str], passages: Path, *extra: str
+) -> tuple[int, str, str]:
+    """``evidex tier`` on ``passages`` with the scripted judge and the query "q"."""
+    return run(capsys, "tier", "-q", "q", "-p", str(passages), "-j", "scripted", *extra)
 
 
 # --------------------------------------------------------------------------- bad input
@@ -180,18 +163,7 @@ def test_base_url_with_a_local_judge_is_refused(
     scripted: Callable[..., list[ScriptedJudge]],
 ) -> None:
     scripted()
-    code, _, err = run(
-        capsys,
-        "tier",
-        "-q",
-        "q",
-        "-p",
-        str(passages_file),
-        "-j",
-        "scripted",
-        "--base-url",
-        "http://127.0.0.1:9/v1",
-    )
+    code, _, err = tier_run(capsys, passages_file, "--base-url", "http://127.0.0.1:9/v1")
     assert code == 2
     assert "--base-url applies to openai: judges only" in err
 
@@ -213,9 +185,7 @@ def test_bad_options_exit_2(
     scripted: Callable[..., list[ScriptedJudge]],
 ) -> None:
     scripted()
-    code, out, err = run(
-        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", *extra
-    )
+    code, out, err = tier_run(capsys, passages_file, *extra)
     assert code == 2
     assert out == ""
     assert squash(what) in squash(err)
@@ -237,9 +207,7 @@ def test_an_unexpected_failure_exits_1(
     scripted: Callable[..., list[ScriptedJudge]],
 ) -> None:
     scripted(RuntimeError("the judge crashed"))
-    code, out, err = run(
-        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "15"
-    )
+    code, out, err = tier_run(capsys, passages_file, "--batch-size", "15")
     assert code == 1
     assert out == ""
     assert "RuntimeError: the judge crashed" in err
@@ -300,9 +268,7 @@ def test_multi_batch_run_shows_a_progress_bar_on_stderr(
     scripted: Callable[..., list[ScriptedJudge]],
 ) -> None:
     built = scripted(tier_reply, tier_reply, tier_reply)
-    code, out, err = run(
-        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "5"
-    )
+    code, out, err = tier_run(capsys, passages_file, "--batch-size", "5")
     assert code == 0, err
     assert len(built[0].requests) == 3
     assert "tier batches" in err and "3/3" in err
@@ -324,21 +290,8 @@ def test_policy_adds_the_selected_context_and_output_file(
 
     scripted(reply, reply)
     target = tmp_path / "out.json"
-    code, out, err = run(
-        capsys,
-        "tier",
-        "-q",
-        "q",
-        "-p",
-        str(passages_file),
-        "-j",
-        "scripted",
-        "--policy",
-        "strict",
-        "--budget",
-        "40",
-        "-o",
-        str(target),
+    code, out, err = tier_run(
+        capsys, passages_file, "--policy", "strict", "--budget", "40", "-o", str(target)
     )
     assert code == 0, err
     assert out == ""
@@ -376,19 +329,8 @@ def test_custom_tiers_and_examples_files(
         ],
     )
     built = scripted(lambda r: tier_reply(r, tier="useful"), lambda r: tier_reply(r, tier="useful"))
-    code, out, err = run(
-        capsys,
-        "tier",
-        "-q",
-        "q",
-        "-p",
-        str(passages_file),
-        "-j",
-        "scripted",
-        "--tiers",
-        str(tiers),
-        "--examples",
-        str(examples),
+    code, out, err = tier_run(
+        capsys, passages_file, "--tiers", str(tiers), "--examples", str(examples)
     )
     assert code == 0, err
     assert json.loads(out)["tier_summary"] == {"useful_count": 12, "useless_count": 0}
@@ -407,9 +349,7 @@ def test_fallback_exits_0_with_source_and_review_items_then_review_round_trip(
 ) -> None:
     monkeypatch.setenv("COLUMNS", "250")
     scripted("not JSON at all", "still not JSON", "{broken")
-    code, out, err = run(
-        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "15"
-    )
+    code, out, err = tier_run(capsys, passages_file, "--batch-size", "15")
     assert code == 0, err
     report = json.loads(out)
     assert len(report["classifications"]) == 12
@@ -475,9 +415,7 @@ def test_log_shows_the_rows_of_a_run(
     monkeypatch.setenv("COLUMNS", "250")
     bad = {"classifications": []}
     scripted(bad, tier_reply, tier_reply)  # batch 1 is invalid once, then both succeed
-    code, out, _ = run(
-        capsys, "tier", "-q", "q", "-p", str(passages_file), "-j", "scripted", "--batch-size", "6"
-    )
+    code, out, _ = tier_run(capsys, passages_file, "--batch-size", "6")
     assert code == 0
     run_id = json.loads(out)["run_id"]
 
@@ -521,18 +459,8 @@ def test_verbose_logs_the_run_and_never_shows_the_api_key(
         return tier_reply(request)
 
     scripted(careless_reply, careless_reply)
-    code, out, err = run(
-        capsys,
-        "tier",
-        "-q",
-        "q",
-        "-p",
-        str(passages_file),
-        "-j",
-        "scripted",
-        "--verbose",
-        "--db",
-        f"sqlite:///{passages_file.parent}/v.db",
+    code, out, err = tier_run(
+        capsys, passages_file, "--verbose", "--db", f"sqlite:///{passages_file.parent}/v.db"
     )
     assert code == 0
     assert PLANTED_KEY not in out + err
@@ -541,6 +469,46 @@ def test_verbose_logs_the_run_and_never_shows_the_api_key(
     assert re.search(r"tier tier \S+-b000 ok attempt 1 \d+ ms tokens 100\+20", err)
     # the handler is gone afterwards: nothing leaks into later commands
     assert not logging.getLogger("evidex").handlers
+
+
+def test_openai_judge_end_to_end_never_shows_the_api_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real openai: judge against a loopback server that echoes the credentials it got,
+    once in a retryable error and once in a fatal one: neither --verbose nor the error line
+    shows the key."""
+    from tests.fake_openai_server import Reply, Status, serve
+
+    monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY)
+    path = write_jsonl(tmp_path / "in.jsonl", [{"passage_id": "a", "text": "Off topic."}])
+    reply = {
+        "classifications": [
+            {
+                "passage_id": "a",
+                "tier": "irrelevant",
+                "justification": "It says only that it is off topic.",
+                "key_evidence_snippet": None,
+            }
+        ]
+    }
+    argv = ["tier", "-q", "q", "-p", str(path), "-j", "openai:test-model", "--verbose"]
+    with serve() as server:
+        server.add(Status(500, "upstream failed for {auth}"), Reply(json.dumps(reply)))
+        code, out, err = run(capsys, *argv, "--base-url", server.base_url)
+        assert code == 0, err
+        assert json.loads(out)["classifications"][0]["source"] == "judge"
+        # verbose shows both exchanges, the echoed credentials masked
+        assert "error attempt 1" in err and "HTTP 500: upstream failed for Bearer ***" in err
+        assert "ok attempt 2" in err
+
+        server.add(Status(401, "Incorrect API key provided: {auth}"))
+        argv[2] = "another question"  # not the cached one
+        code2, out2, err2 = run(capsys, *argv[:-1], "--base-url", server.base_url)
+        assert code2 == 2, err2
+        assert all(
+            r.headers["authorization"] == f"Bearer {PLANTED_KEY}" for r in server.chat_requests
+        )
+    assert PLANTED_KEY not in out + err + out2 + err2
 
 
 def test_redact_masks_secret_env_values_and_url_passwords(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -619,6 +587,24 @@ def test_demo_prints_tables_and_writes_json_to_the_default_store(
         assert {r["run_id"] for r in store.audit_rows()} == {report["run_id"]}
     finally:
         store.close()
+
+
+@pytest.mark.slow
+def test_demo_runs_offline_with_the_embedded_minilm_judge(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
+    target = tmp_path / "demo.json"
+    code, out, err = run(capsys, "demo", "--json", str(target))
+    assert code == 0, err
+    assert "Judge: local:minilm" in out and "Context for generation" in out
+    report = json.loads(target.read_text())
+    assert report["judge_id"] == "local:minilm"
+    assert len(report["classifications"]) == 12
+    assert {c["source"] for c in report["classifications"]} == {"judge"}
+    assert sum(report["tier_summary"].values()) == 12
+    for c in report["classifications"]:
+        assert c["passage_id"] in out
 
 
 def test_demo_file_is_a_sound_example() -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -64,11 +66,26 @@ def run(argv: list[str]) -> int:
 
 
 def _complain(label: str, message: object) -> None:
-    """One stderr line per error. The message is escaped (text such as ``evidex[llm]`` is not
-    rich markup) and not hard-wrapped, so paths and hints survive pipes and greps whole."""
+    """One stderr line per error. The message is redacted, escaped (text such as
+    ``evidex[llm]`` is not rich markup) and not hard-wrapped, so paths and hints survive pipes
+    and greps whole."""
     err_console.print(
-        f"[bold red]{label}:[/] {escape(str(message))}", highlight=False, soft_wrap=True
+        f"[bold red]{label}:[/] {escape(redact(str(message)))}", highlight=False, soft_wrap=True
     )
+
+
+_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
+_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
+MASK = "***"
+
+
+def redact(text: str) -> str:
+    """``text`` with secrets masked: values of secret-looking environment variables (API keys,
+    tokens, passwords) and the password part of URLs."""
+    for name, value in os.environ.items():
+        if len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
+            text = text.replace(value, MASK)
+    return _URL_PASSWORD.sub(rf"\1{MASK}@", text)
 
 
 def write_json(data: Any, output: Path | None) -> None:

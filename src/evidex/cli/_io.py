@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -25,7 +23,7 @@ import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from evidex.cli._app import err_console
+from evidex.cli._app import err_console, redact
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
@@ -286,19 +284,6 @@ class EchoStore:
 
 
 # ---------------------------------------------------------------------------- stderr
-
-_SECRET_NAME = re.compile(r"(API_?KEY|TOKEN|SECRET|PASSWORD|PASSWD)", re.IGNORECASE)
-_URL_PASSWORD = re.compile(r"(://[^:/@\s]+:)[^@\s]+@")
-MASK = "***"
-
-
-def redact(text: str) -> str:
-    """``text`` with secrets masked: values of secret-looking environment variables (API keys,
-    tokens, passwords) and the password part of URLs."""
-    for name, value in os.environ.items():
-        if len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
-            text = text.replace(value, MASK)
-    return _URL_PASSWORD.sub(rf"\1{MASK}@", text)
 
 
 class _RedactingFormatter(logging.Formatter):
