@@ -1,0 +1,254 @@
+"""Converters from public benchmark layouts to the golden formats of :mod:`.golden`.
+
+Each reader takes the folder of one data set laid out as in the project's shared data (see
+``docs/evaluation.md``) and returns golden records; nothing is downloaded.
+
+- **LLMJudge** (``queries.tsv``, ``qrels_dev.txt``, ``passages.jsonl`` with ``docid``/``doc``)
+  → tier pairs. Grades 0-3 map to the default tiers: 3 directly-supporting,
+  2 contextually-relevant, 1 tangentially-related, 0 irrelevant (:func:`tiers_from_grades`).
+- **TREC DL 2019** (``queries.tsv``, ``qrels.txt``, ``passages.jsonl`` with ``pid``/``text``,
+  ``bm25_top100.run``) → tier pairs (judged pairs) or rerank queries. For rerank the pool is
+  named: ``"run"`` keeps the BM25 candidates that have text (the others are all unjudged),
+  ``"judged"`` takes every judged passage in qrels order.
+- **WiCE** (``oracle_chunks/dev.jsonl``) → audit items: the claim is the answer and its only
+  gold claim; the chunk's sentences are the passages (``s<sentence index>``); labels map
+  supported → fully_supported, partially_supported → partially_supported, not_supported →
+  unsupported.
+- **SciFact** (``claims_train.jsonl``, ``corpus.jsonl``) → classify items: the claim is the
+  input, the cited abstracts' sentences are the passages (``<doc_id>:<index>``), the label is
+  SUPPORT / CONTRADICT, or NOT_ENOUGH_INFO when the claim has no evidence; the rationale
+  sentences are the gold citations.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Literal
+
+from evidex.errors import InputError
+from evidex.evaluate.golden import (
+    AuditClaim,
+    AuditGolden,
+    ClassifyGolden,
+    RerankGolden,
+    TierGolden,
+    load_qrels,
+    load_run,
+    read_jsonl,
+    tiers_from_grades,
+)
+from evidex.types import DEFAULT_TIERS, Passage, TierScheme
+
+__all__ = [
+    "SCIFACT_LABELS",
+    "WICE_TO_AUDIT",
+    "llmjudge_tier",
+    "scifact_classify",
+    "trec_dl_rerank",
+    "trec_dl_tier",
+    "wice_audit",
+]
+
+WICE_TO_AUDIT = {
+    "supported": "fully_supported",
+    "partially_supported": "partially_supported",
+    "not_supported": "unsupported",
+}
+SCIFACT_LABELS = ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
+
+
+def llmjudge_tier(root: str | Path, scheme: TierScheme = DEFAULT_TIERS) -> list[TierGolden]:
+    """LLMJudge dev pairs as tier golden records (grades kept in ``grade``)."""
+    root = Path(root)
+    return _graded_pairs(
+        _queries(root / "queries.tsv"),
+        load_qrels(root / "qrels_dev.txt"),
+        _texts(root / "passages.jsonl", "docid", "doc"),
+        scheme,
+    )
+
+
+def trec_dl_tier(root: str | Path, scheme: TierScheme = DEFAULT_TIERS) -> list[TierGolden]:
+    """TREC DL 2019 judged pairs as tier golden records."""
+    root = Path(root)
+    return _graded_pairs(
+        _queries(root / "queries.tsv"),
+        load_qrels(root / "qrels.txt"),
+        _texts(root / "passages.jsonl", "pid", "text"),
+        scheme,
+    )
+
+
+def trec_dl_rerank(
+    root: str | Path, *, pool: Literal["run", "judged"] = "run"
+) -> list[RerankGolden]:
+    """TREC DL 2019 queries with candidates from the BM25 run (``pool="run"``, those with
+    text, in BM25 order) or from the judged pool (``pool="judged"``)."""
+    root = Path(root)
+    queries = _queries(root / "queries.tsv")
+    qrels = load_qrels(root / "qrels.txt")
+    texts = _texts(root / "passages.jsonl", "pid", "text")
+    run = load_run(root / "bm25_top100.run") if pool == "run" else {}
+    records = []
+    for qid, grades in qrels.items():
+        if qid not in queries:
+            continue
+        if pool == "run":
+            ranked = sorted(run.get(qid, {}).items(), key=lambda kv: (-kv[1], kv[0]))
+            ids = [pid for pid, _ in ranked if pid in texts]
+        else:
+            ids = [pid for pid in grades if pid in texts]
+        if not ids:
+            continue
+        candidates = [
+            Passage(passage_id=pid, text=texts[pid], rank=rank) for rank, pid in enumerate(ids, 1)
+        ]
+        records.append(
+            RerankGolden(query_id=qid, query=queries[qid], candidates=candidates, grades=grades)
+        )
+    return records
+
+
+def wice_audit(root: str | Path) -> list[AuditGolden]:
+    """WiCE oracle chunks as audit items (one per chunk; three chunks per claim)."""
+    path = Path(root) / "oracle_chunks" / "dev.jsonl"
+    records = []
+    counters: dict[str, int] = {}
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        meta = _field(row, "meta", dict, where)
+        label = _field(row, "label", str, where)
+        if label not in WICE_TO_AUDIT:
+            raise InputError(f"unknown WiCE label {label!r}", where=where)
+        sentences = _field(row, "evidence", list, where)
+        indices = list(meta.get("chunk_idx") or range(len(sentences)))
+        if len(indices) != len(sentences):
+            raise InputError("meta.chunk_idx and evidence differ in length", where=where)
+        passages = [
+            Passage(passage_id=f"s{i}", text=text)
+            for i, text in zip(indices, sentences, strict=True)
+            if str(text).strip()
+        ]
+        claim_id = str(meta.get("id", lineno))
+        counters[claim_id] = counters.get(claim_id, 0) + 1
+        claim = _field(row, "claim", str, where)
+        records.append(
+            AuditGolden(
+                id=f"{claim_id}#{counters[claim_id]}",
+                answer=claim,
+                passages=passages,
+                claims=[
+                    AuditClaim(
+                        claim_text=claim,
+                        classification=WICE_TO_AUDIT[label],
+                        supporting_context_ids=[f"s{i}" for i in meta.get("oracle_idx", [])],
+                    )
+                ],
+            )
+        )
+    return records
+
+
+def scifact_classify(root: str | Path) -> list[ClassifyGolden]:
+    """SciFact claims as classify items over the sentences of their cited abstracts."""
+    root = Path(root)
+    corpus: dict[str, list[str]] = {}
+    for lineno, row in read_jsonl(root / "corpus.jsonl"):
+        corpus[str(row.get("doc_id"))] = _field(
+            row, "abstract", list, f"{root / 'corpus.jsonl'}:{lineno}"
+        )
+    records = []
+    path = root / "claims_train.jsonl"
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        evidence: dict[str, Any] = row.get("evidence") or {}
+        labels = sorted({e["label"] for sets in evidence.values() for e in sets})
+        rationale = [
+            f"{doc}:{i}" for doc, sets in evidence.items() for e in sets for i in e["sentences"]
+        ]
+        passages = [
+            Passage(passage_id=f"{doc}:{i}", text=sentence)
+            for doc in map(str, row.get("cited_doc_ids") or [])
+            for i, sentence in enumerate(corpus.get(doc, []))
+            if sentence.strip()
+        ]
+        if not passages:
+            raise InputError("the claim cites no abstract found in corpus.jsonl", where=where)
+        records.append(
+            ClassifyGolden(
+                id=str(row.get("id")),
+                input=_field(row, "claim", str, where),
+                passages=passages,
+                labels=labels or ["NOT_ENOUGH_INFO"],
+                rationale_ids=sorted(set(rationale)),
+            )
+        )
+    return records
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _graded_pairs(
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    texts: dict[str, str],
+    scheme: TierScheme,
+) -> list[TierGolden]:
+    records = []
+    for qid, grades in qrels.items():
+        if qid not in queries:
+            continue
+        for pid, grade in grades.items():
+            text = texts.get(pid, "")
+            if not text.strip():
+                continue
+            records.append(
+                TierGolden(
+                    query_id=qid,
+                    query=queries[qid],
+                    passage_id=pid,
+                    text=text,
+                    tier=tiers_from_grades(grade, scheme),
+                    grade=grade,
+                )
+            )
+    return records
+
+
+def _queries(path: Path) -> dict[str, str]:
+    """``qid<TAB>query`` lines."""
+    queries = {}
+    for lineno, row in _tsv(path):
+        if len(row) < 2 or not row[1].strip():
+            raise InputError("a query line has 'qid<TAB>query'", where=f"{path}:{lineno}")
+        queries[row[0].strip()] = row[1].strip()
+    return queries
+
+
+def _tsv(path: Path) -> Iterator[tuple[int, list[str]]]:
+    try:
+        handle = path.open(encoding="utf-8", newline="")
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
+    with handle:
+        for lineno, row in enumerate(csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE), 1):
+            if row and any(cell.strip() for cell in row):
+                yield lineno, row
+
+
+def _texts(path: Path, id_field: str, text_field: str) -> dict[str, str]:
+    texts = {}
+    for lineno, row in read_jsonl(path):
+        where = f"{path}:{lineno}"
+        texts[str(_field(row, id_field, (str, int), where))] = _field(row, text_field, str, where)
+    return texts
+
+
+def _field(row: dict[str, Any], name: str, kind: type | tuple[type, ...], where: str) -> Any:
+    value = row.get(name)
+    if not isinstance(value, kind):
+        raise InputError(f"field {name!r} is missing or has the wrong type", where=where)
+    return value

@@ -1,0 +1,108 @@
+"""The evaluator registry: how ``evidex eval JOB`` finds the code that evaluates ``JOB``.
+
+An evaluator is a small object with the interface below; :func:`evidex.evaluate.run.evaluate`
+does the rest (sampling, the resumable progress file, the progress bar, writing
+``predictions.jsonl``, ``report.json`` and ``report.md``, the stale-calibration warning).
+To add a job, write ``evidex/evaluate/<job>.py`` with a class implementing :class:`Evaluator`
+and add one row to :data:`EVALUATORS` (``"job": "module:Class"``, imported lazily), or call
+:func:`register_evaluator` at run time.
+
+The interface, in the order the runner uses it::
+
+    job: str                                   # "tier", "rerank", ...
+    prompt_version: str                        # the task template's version (hash)
+    def load(path, options) -> list[record]    # golden records (evidex.evaluate.golden)
+    def group(record) -> str                   # the unit of work, kept in the progress file
+                                               # (one query for tier/rerank, one item else)
+    async def predict(records, judge, store, options, settings) -> list[dict]
+                                               # JSON-able prediction rows for one group
+    def key(row_or_record) -> str              # joins a prediction row to its golden record
+    def score(records, rows, options) -> dict  # {"metrics": {measure: value}, ...}: the body
+                                               # of report.json; measures are canonical
+                                               # strings of evidex.evaluate.measures
+    def markdown(report, out_dir) -> str       # the job's part of report.md; may write
+                                               # pictures into out_dir
+
+Optional: ``async def consistency(records, judge, store, options) -> dict`` (re-runs with the
+input shuffled and split differently; used by ``--consistency``).
+
+``options`` is an :class:`EvalOptions`: job-specific settings (tier scheme, batch size...) travel
+in ``options.extra`` so the shared runner never needs to know them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from evidex.errors import ConfigError
+from evidex.harness.ports import StorePort
+from evidex.harness.runner import HarnessSettings
+from evidex.judging import Judge
+
+__all__ = ["EVALUATORS", "EvalOptions", "Evaluator", "get_evaluator", "register_evaluator"]
+
+
+@dataclass(frozen=True)
+class EvalOptions:
+    """Settings of one evaluation. ``extra`` holds job-specific ones (e.g. ``tiers``)."""
+
+    seed: int = 0
+    bootstrap_samples: int = 1000
+    worst: int = 10
+    """How many of the worst disagreements the report lists."""
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Evaluator(Protocol):
+    job: str
+
+    @property
+    def prompt_version(self) -> str: ...
+
+    def load(self, path: Path, options: EvalOptions) -> list[Any]: ...
+
+    def group(self, record: Any) -> str: ...
+
+    async def predict(
+        self,
+        records: Sequence[Any],
+        judge: Judge,
+        store: StorePort,
+        options: EvalOptions,
+        settings: HarnessSettings | None,
+    ) -> list[dict[str, Any]]: ...
+
+    def key(self, item: Any) -> str: ...
+
+    def score(
+        self, records: Sequence[Any], rows: Sequence[Mapping[str, Any]], options: EvalOptions
+    ) -> dict[str, Any]: ...
+
+    def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str: ...
+
+
+EVALUATORS: dict[str, str | Evaluator] = {
+    "tier": "evidex.evaluate.tier:TierEvaluator",
+}
+
+
+def register_evaluator(evaluator: Evaluator) -> None:
+    """Make ``evaluator`` the one for ``evaluator.job`` (replaces an earlier one)."""
+    EVALUATORS[evaluator.job] = evaluator
+
+
+def get_evaluator(job: str) -> Evaluator:
+    """The evaluator of ``job``; an unknown job is a :class:`ConfigError` naming the known ones."""
+    target = EVALUATORS.get(job)
+    if target is None:
+        known = ", ".join(sorted(EVALUATORS))
+        raise ConfigError(f"no evaluator for job {job!r}; jobs with an evaluator: {known}")
+    if isinstance(target, str):
+        module_name, _, attr = target.partition(":")
+        target = getattr(importlib.import_module(module_name), attr)()
+        EVALUATORS[job] = target
+    return target

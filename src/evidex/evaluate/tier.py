@@ -1,0 +1,328 @@
+"""The tier evaluator: agreement of a judge's tiers with golden tiers.
+
+Reports Cohen's kappa against the spec's 0.7 bar with a bootstrap interval (items resampled),
+linear- and quadratic-weighted kappa (tiers are ordered), binarised kappa at every boundary,
+accuracy, macro-F1, per-tier agreement, the confusion matrix (PNG and table), which adjacent
+boundaries cause the disagreements, the sources of the judgments (judge, cache, fallback) and
+the worst disagreements with the judge's justification.
+
+Prediction rows (``predictions.jsonl``, and what ``--predictions`` reads)::
+
+    {"query_id": "q1", "query": "...", "passage_id": "p7", "tier": "irrelevant",
+     "justification": "...", "source": "judge"}
+
+``query_id`` (else ``query``) and ``passage_id`` join a row to its golden pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evidex.errors import InputError
+from evidex.evaluate import metrics as m
+from evidex.evaluate.golden import TierGolden, load_golden
+from evidex.evaluate.plots import confusion_markdown, confusion_png
+from evidex.evaluate.registry import EvalOptions
+from evidex.harness.ports import StorePort
+from evidex.harness.runner import HarnessSettings
+from evidex.jobs.tier import DEFAULT_BATCH, atier
+from evidex.judging import Judge
+from evidex.tasks.tier import TIER_TEMPLATE
+from evidex.types import DEFAULT_TIERS, Passage, TierScheme
+
+__all__ = ["KAPPA_BAR", "TierEvaluator", "align_tier_predictions"]
+
+KAPPA_BAR = 0.7
+"""The spec's agreement bar: below it, revise the tier definitions, not the temperature."""
+
+
+def _scheme(options: EvalOptions) -> TierScheme:
+    scheme = options.extra.get("tiers")
+    return scheme if isinstance(scheme, TierScheme) else DEFAULT_TIERS
+
+
+def _row_keys(row: Mapping[str, Any]) -> list[str]:
+    pid = str(row.get("passage_id", ""))
+    return [f"{q}\x1f{pid}" for q in (row.get("query_id"), row.get("query")) if q]
+
+
+def align_tier_predictions(
+    records: Sequence[TierGolden], rows: Sequence[Mapping[str, Any]], scheme: TierScheme
+) -> list[Mapping[str, Any]]:
+    """The prediction row of each golden pair, in golden order.
+
+    Raises :class:`InputError` when pairs have no prediction (naming the first ones) or a
+    prediction uses a tier outside ``scheme``.
+    """
+    index: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        tier = row.get("tier")
+        if tier not in scheme.names:
+            raise InputError(
+                f"prediction for passage {row.get('passage_id')!r} has tier {tier!r}, "
+                f"not one of {scheme.names}"
+            )
+        for key in _row_keys(row):
+            index.setdefault(key, row)
+    aligned: list[Mapping[str, Any]] = []
+    missing: list[str] = []
+    for record in records:
+        found = index.get(record.key) or index.get(f"{record.query}\x1f{record.passage_id}")
+        if found is None:
+            missing.append(f"{record.group}/{record.passage_id}")
+        else:
+            aligned.append(found)
+    if missing:
+        raise InputError(
+            f"{len(missing)} golden pair(s) have no prediction (query/passage_id): "
+            + ", ".join(missing[:5])
+            + (" ..." if len(missing) > 5 else "")
+        )
+    return aligned
+
+
+class TierEvaluator:
+    """Evaluator for the tier job (see :mod:`evidex.evaluate.registry`)."""
+
+    job = "tier"
+
+    @property
+    def prompt_version(self) -> str:
+        return TIER_TEMPLATE.version
+
+    def load(self, path: Path, options: EvalOptions) -> list[TierGolden]:
+        return load_golden(path, "tier", labels=_scheme(options).names)
+
+    def group(self, record: TierGolden) -> str:
+        return record.group
+
+    def key(self, item: Any) -> str:
+        return item.key if isinstance(item, TierGolden) else _row_keys(item)[0]
+
+    async def predict(
+        self,
+        records: Sequence[TierGolden],
+        judge: Judge,
+        store: StorePort,
+        options: EvalOptions,
+        settings: HarnessSettings | None,
+    ) -> list[dict[str, Any]]:
+        first = records[0]
+        result = await atier(
+            first.query,
+            [Passage(passage_id=r.passage_id, text=r.text) for r in records],
+            judge=judge,
+            store=store,
+            tiers=_scheme(options),
+            batch_size=int(options.extra.get("batch_size", DEFAULT_BATCH)),
+            settings=settings,
+        )
+        return [
+            {
+                "query_id": first.query_id,
+                "query": first.query,
+                "passage_id": a.passage_id,
+                "tier": a.tier,
+                "justification": a.justification,
+                "source": a.source,
+                **({"reason": a.reason} if a.reason else {}),
+            }
+            for a in result.classifications
+        ]
+
+    async def consistency(
+        self, records: Sequence[TierGolden], judge: Judge, store: StorePort, options: EvalOptions
+    ) -> dict[str, Any]:
+        from evidex.evaluate.consistency import atier_consistency
+
+        groups: dict[str, list[TierGolden]] = {}
+        for r in records:
+            groups.setdefault(r.group, []).append(r)
+        queries = [
+            (g[0].query, [Passage(passage_id=r.passage_id, text=r.text) for r in g])
+            for g in groups.values()
+        ]
+        return await atier_consistency(
+            queries, judge, store=store, seed=options.seed, scheme=_scheme(options)
+        )
+
+    # ------------------------------------------------------------------ scoring
+
+    def score(
+        self,
+        records: Sequence[TierGolden],
+        rows: Sequence[Mapping[str, Any]],
+        options: EvalOptions,
+    ) -> dict[str, Any]:
+        scheme = _scheme(options)
+        names = scheme.names
+        aligned = align_tier_predictions(records, rows, scheme)
+        gold = [r.tier for r in records]
+        pred = [str(row["tier"]) for row in aligned]
+        pairs = list(zip(gold, pred, strict=True))
+
+        def kappa_of(weights: m.Weights) -> m.Interval:
+            return m.bootstrap_ci(
+                pairs,
+                lambda s: m.cohen_kappa([g for g, _ in s], [p for _, p in s], names, weights),
+                samples=options.bootstrap_samples,
+                seed=options.seed,
+            )
+
+        intervals = {"kappa": kappa_of(None), "kappa_linear": kappa_of("linear")}
+        intervals["kappa_quadratic"] = kappa_of("quadratic")
+        metrics: dict[str, float] = {k: v.value for k, v in intervals.items()}
+        for boundary in names[:-1]:
+            metrics[f"kappa_binary(boundary={boundary})"] = m.binary_kappa(
+                gold, pred, names, boundary
+            )
+        metrics["accuracy"] = m.accuracy(gold, pred)
+        metrics["macro_f1"] = m.macro_f1(gold, pred)
+        matrix = m.confusion_matrix(gold, pred, names)
+        sources = Counter(str(row.get("source", "unknown")) for row in aligned)
+        warnings = []
+        if sources.get("fallback"):
+            warnings.append(
+                f"{sources['fallback']} of {len(aligned)} judgments are fallbacks (the "
+                f"conservative {scheme.fallback_tier} tier), not the judge's grades"
+            )
+        if len(set(gold)) < 2:
+            warnings.append("the golden set uses a single tier: kappa is undefined")
+        kappa = metrics["kappa"]
+        return {
+            "job": "tier",
+            "tiers": names,
+            "metrics": metrics,
+            "intervals": {
+                k: {"low": v.low, "high": v.high, "level": v.level, "samples": v.samples}
+                for k, v in intervals.items()
+            },
+            "bar": {
+                "measure": "kappa",
+                "floor": KAPPA_BAR,
+                "passed": bool(not math.isnan(kappa) and kappa >= KAPPA_BAR),
+            },
+            "confusion": {"labels": names, "matrix": matrix.tolist()},
+            "per_tier": {
+                t: {"precision": v.precision, "recall": v.recall, "f1": v.f1, "support": v.support}
+                for t, v in m.per_label_agreement(gold, pred, names).items()
+            },
+            "boundaries": m.boundary_confusions(matrix, names),
+            "sources": dict(sources),
+            "worst": _worst(records, aligned, names, options.worst),
+            "warnings": warnings,
+        }
+
+    # ------------------------------------------------------------------ rendering
+
+    def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str:
+        names = list(report["tiers"])
+        matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
+        met, ci = report["metrics"], report["intervals"]
+        bar = report["bar"]
+        verdict = "meets" if bar["passed"] else "is below"
+        lines = [
+            "## Agreement",
+            "",
+            f"Cohen's kappa **{_fmt(met['kappa'])}** ({_ci(ci['kappa'])}) {verdict} the "
+            f"{bar['floor']} bar.",
+            "",
+            "| measure | value | 95% bootstrap interval |",
+            "|---|---:|---|",
+        ]
+        for key, value in met.items():
+            lines.append(f"| `{key}` | {_fmt(value)} | {_ci(ci[key]) if key in ci else ''} |")
+        lines += ["", "## Per-tier agreement", "", "| tier | golden | recall | precision | F1 |"]
+        lines.append("|---|---:|---:|---:|---:|")
+        for tier, v in report["per_tier"].items():
+            lines.append(
+                f"| {tier} | {v['support']} | {_fmt(v['recall'])} | {_fmt(v['precision'])} | "
+                f"{_fmt(v['f1'])} |"
+            )
+        lines += ["", "## Confusion matrix", ""]
+        if confusion_png(matrix, names, out_dir / "confusion.png", "tier: golden vs judge"):
+            lines += ["![confusion matrix](confusion.png)", ""]
+        lines += [confusion_markdown(matrix, names), "", "## Where the disagreements are", ""]
+        lines += _boundary_lines(report["boundaries"])
+        lines += ["", f"Sources: {', '.join(f'{k} {v}' for k, v in report['sources'].items())}"]
+        lines += ["", "## Worst disagreements", ""]
+        if not report["worst"]:
+            lines.append("None: the judge agrees with every golden tier.")
+        for w in report["worst"]:
+            lines.append(
+                f"- **{w['golden']} → {w['judge']}** (query {w['query']!r}, passage "
+                f"`{w['passage_id']}`, {w['source']}): {w['justification']}  \n"
+                f"  passage: {w['text']!r}"
+            )
+        if "consistency" in report:
+            c = report["consistency"]
+            lines += [
+                "",
+                "## Consistency",
+                "",
+                f"{len(c['runs'])} runs over {c['items']} passages (shuffled, batch sizes "
+                f"{', '.join(str(r['batch_size']) for r in c['runs'])}): kappa vs the first run "
+                f"{', '.join(_fmt(k) for k in c['kappa'])}; same label in every run: "
+                f"{_fmt(c['agreement'])}.",
+            ]
+        return "\n".join(lines)
+
+
+def _worst(
+    records: Sequence[TierGolden],
+    aligned: Sequence[Mapping[str, Any]],
+    names: list[str],
+    limit: int,
+) -> list[dict[str, Any]]:
+    """Disagreements, the farthest apart first (then file order)."""
+    off = [
+        (abs(names.index(r.tier) - names.index(str(row["tier"]))), i, r, row)
+        for i, (r, row) in enumerate(zip(records, aligned, strict=True))
+        if r.tier != row["tier"]
+    ]
+    off.sort(key=lambda x: (-x[0], x[1]))
+    return [
+        {
+            "query": r.query,
+            "passage_id": r.passage_id,
+            "golden": r.tier,
+            "judge": row["tier"],
+            "distance": d,
+            "justification": str(row.get("justification") or "(none given)"),
+            "source": str(row.get("source", "unknown")),
+            "text": r.text[:300] + ("..." if len(r.text) > 300 else ""),
+        }
+        for d, _, r, row in off[:limit]
+    ]
+
+
+def _boundary_lines(b: Mapping[str, Any]) -> list[str]:
+    lines = [
+        f"{b['disagreements']} disagreements; between adjacent tiers:",
+        "",
+        "| boundary | judge one tier lower | judge one tier higher | share |",
+        "|---|---:|---:|---:|",
+    ]
+    for p in b["adjacent"]:
+        lines.append(f"| {p['boundary']} | {p['down']} | {p['up']} | {_fmt(p['share'])} |")
+    lines.append(f"\nTwo or more tiers apart: {b['far']}.")
+    return lines
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined (a single label)"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _ci(interval: Mapping[str, Any]) -> str:
+    low, high = interval.get("low"), interval.get("high")
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "interval undefined"
+    return f"95% CI {low:.3f}–{high:.3f}"
