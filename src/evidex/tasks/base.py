@@ -10,14 +10,23 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+import yaml
 from pydantic import BaseModel
 
 from evidex._text import sha256_hex
 from evidex.judging import Message
 
-__all__ = ["PromptTemplate", "ReplyInvalid", "Step", "StepRequest", "passages_json"]
+__all__ = [
+    "PromptTemplate",
+    "ReplyInvalid",
+    "Step",
+    "StepRequest",
+    "passages_json",
+    "read_records",
+]
 
 _PLACEHOLDER = re.compile(r"\[([A-Z_]+)\]")
 
@@ -127,3 +136,21 @@ class Step(Protocol, Generic[B, V]):
 def passages_json(items: Sequence[Mapping[str, Any]]) -> str:
     """Passages as a JSON array: an unambiguous data block the prompt tells the judge not to obey."""
     return json.dumps(list(items), ensure_ascii=False, indent=1)
+
+
+def read_records(path: Path) -> list[Any]:
+    """The records of a few-shot examples file: a JSON or YAML list, or JSONL (one a line).
+
+    Raises ``OSError``, ``ValueError`` or ``yaml.YAMLError``; the caller words the error for
+    its own kind of file.
+    """
+    raw = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        data: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
+    elif path.suffix == ".json":
+        data = json.loads(raw)
+    else:
+        data = yaml.safe_load(raw)
+    if not isinstance(data, list):
+        raise ValueError("expected a list of examples")
+    return data

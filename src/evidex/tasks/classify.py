@@ -20,7 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evidex._text import contains_verbatim, nearest_span
 from evidex.errors import InputError
-from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest, passages_json
+from evidex.tasks.base import (
+    BatchInfo,
+    PromptTemplate,
+    ReplyInvalid,
+    StepRequest,
+    passages_json,
+    read_records,
+)
 from evidex.taxonomy import Taxonomy
 from evidex.types import Passage, RiskLevel, Source
 
@@ -158,16 +165,7 @@ def load_classify_examples(path: str | Path) -> tuple[ClassifyExample, ...]:
     """Few-shot examples from a JSON/YAML list or a JSONL file (one example a line)."""
     path = Path(path)
     try:
-        raw = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            data: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
-        elif path.suffix == ".json":
-            data = json.loads(raw)
-        else:
-            data = yaml.safe_load(raw)
-        if not isinstance(data, list):
-            raise ValueError("expected a list of examples")
-        return tuple(ClassifyExample.model_validate(item) for item in data)
+        return tuple(ClassifyExample.model_validate(item) for item in read_records(path))
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise InputError(f"cannot read classify examples: {exc}", where=str(path)) from exc
 

@@ -19,7 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evidex._text import contains_verbatim, nearest_span
 from evidex.errors import ConfigError
-from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest, passages_json
+from evidex.tasks.base import (
+    BatchInfo,
+    PromptTemplate,
+    ReplyInvalid,
+    StepRequest,
+    passages_json,
+    read_records,
+)
 from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, Source, TierScheme
 
 __all__ = [
@@ -132,16 +139,7 @@ def load_examples(path: str | Path) -> tuple[TierExample, ...]:
     """Few-shot examples from a JSON/YAML list or a JSONL file."""
     path = Path(path)
     try:
-        raw = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            data: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
-        elif path.suffix == ".json":
-            data = json.loads(raw)
-        else:
-            data = yaml.safe_load(raw)
-        if not isinstance(data, list):
-            raise ValueError("expected a list of examples")
-        return tuple(TierExample.model_validate(item) for item in data)
+        return tuple(TierExample.model_validate(item) for item in read_records(path))
     except (OSError, ValueError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: cannot read tier examples: {exc}") from exc
 
