@@ -4,19 +4,15 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from evidex import judges
 from evidex.cli import main
-from evidex.judges import register_judge
 from evidex.judging import JudgeRequest
 from evidex.store import open_store
-from tests.classify_fixtures import INPUT, PASSAGES, label, reply, unclassifiable
-from tests.scripted import Reply, ScriptedJudge
+from tests.classify_fixtures import INPUT, PASSAGES, evidence, label, reply, unclassifiable
 
 LABELS_YAML = """\
 labels:
@@ -27,24 +23,6 @@ labels:
   - name: OTHER
     description: Anything else.
 """
-
-
-@pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[ScriptedJudge]]:
-    """``install(*replies)`` registers the spec ``scripted``; returns the judges built."""
-    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
-    built: list[ScriptedJudge] = []
-
-    def install(*replies: Reply) -> list[ScriptedJudge]:
-        def factory(spec: str, **options: Any) -> ScriptedJudge:
-            judge = ScriptedJudge(replies)
-            built.append(judge)
-            return judge
-
-        register_judge("scripted", factory)
-        return built
-
-    return install
 
 
 @pytest.fixture
@@ -285,3 +263,32 @@ def test_the_default_judge_names_the_llm_extra_when_missing(
     ]
     code, _, err = run(capsys, *argv)
     assert code == 2 and "pip install 'evidex[llm]'" in " ".join(err.split())
+
+
+def test_the_quickstart_example_files_run(
+    capsys: pytest.CaptureFixture[str], scripted: Any
+) -> None:
+    root = Path(__file__).resolve().parent.parent / "examples" / "classify"
+    answer = reply(
+        label(
+            "REFUND_ELIGIBLE",
+            support=[evidence("policy-1", "refunded in full on request")],
+        )
+    )
+    built = scripted(answer, answer, answer)
+    argv = ["classify", "--labels", str(root / "labels.yaml"), "--judge", "scripted"]
+    code, out, _ = run(
+        capsys,
+        *argv,
+        "--input",
+        "Lost parcel, 6 weeks.",
+        "--passages",
+        str(root / "passages.jsonl"),
+    )
+    assert code == 0 and json.loads(out)["classifications"][0]["label"] == "REFUND_ELIGIBLE"
+    code, out, _ = run(capsys, *argv, "--batch", str(root / "batch.jsonl"))
+    assert code == 0 and [json.loads(x)["id"] for x in out.splitlines()] == [
+        "ticket-1",
+        "ticket-2",
+    ]
+    assert len(built) == 2

@@ -200,7 +200,11 @@ async def aclassify_many(
         plans.append(runner.plan(item.input, item.passages, where=f"item {item.id!r}", id=item.id))
     if not plans:
         raise InputError("no inputs to classify")
-    semaphore = asyncio.Semaphore(max(1, runner.harness.settings.max_concurrency))
+    limit = runner.harness.settings.max_concurrency
+    # An in-process model answers one call at a time; more in flight would only queue under
+    # the harness's timeouts.
+    limit = min(limit, getattr(runner.harness.judge, "max_concurrency", limit))
+    semaphore = asyncio.Semaphore(max(1, limit))
     done = 0
 
     async def one(plan: Plan) -> ClassifyResult:
