@@ -13,6 +13,7 @@ from evidex.cli import main
 from evidex.judging import JudgeRequest
 from evidex.store import open_store
 from tests.classify_fixtures import INPUT, PASSAGES, evidence, label, reply, unclassifiable
+from tests.fake_openai_server import Reply, serve
 
 LABELS_YAML = """\
 labels:
@@ -292,3 +293,24 @@ def test_the_quickstart_example_files_run(
         "ticket-2",
     ]
     assert len(built) == 2
+
+
+@pytest.mark.network
+def test_classify_runs_against_an_openai_compatible_server(
+    capsys: pytest.CaptureFixture[str], files: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-classify-123456")
+    fabricated = reply(label(support=[evidence("p1", "Refunds are always paid")]))
+    with serve() as server:
+        server.add(Reply(json.dumps(fabricated)))
+        server.add(Reply("Here you go:\n```json\n" + json.dumps(reply()) + "\n```"))
+        argv = [*single(files)[:-2], "--judge", "openai:test-model", "--base-url", server.base_url]
+        code, out, _ = run(capsys, *argv)
+        sent = server.chat_requests
+    assert code == 0
+    result = json.loads(out)
+    assert result["source"] == "judge" and result["judge_calls"] == 2
+    assert result["classifications"][0]["label"] == "REFUND"
+    assert len(sent) == 2 and "is not verbatim in passage 'p1'" in sent[1].messages[-2]["content"]
+    schema = sent[0].body["response_format"]["json_schema"]["schema"]
+    assert schema["properties"]["classifications"]["maxItems"] == 1
