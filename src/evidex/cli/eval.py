@@ -1,0 +1,351 @@
+"""``evidex eval``, ``evidex calibrate``, ``evidex gate`` and ``evidex review export``.
+
+Thin layers over :mod:`evidex.evaluate`. ``evidex gate`` exits with 1 when a metric is under its
+floor (:class:`~evidex.evaluate.gate.GatesFailed`, a run-time error: the configuration was
+fine), 2 on a bad configuration and 0 when every gate passes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from evidex.cli._app import app, err_console
+from evidex.cli._io import DbOpt, JudgeOpt, open_db, progress
+from evidex.errors import ConfigError
+from evidex.evaluate.calibration import CALIBRATION_FILE, calibrate_tier
+from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
+from evidex.evaluate.golden import write_jsonl
+from evidex.evaluate.registry import EvalOptions
+from evidex.evaluate.review_export import export_tier_reviews
+from evidex.evaluate.run import evaluate, score_predictions
+from evidex.types import DEFAULT_TIERS, TierScheme
+
+__all__ = ["calibrate_command", "eval_command", "export_command", "gate_command"]
+
+GoldenOpt = Annotated[
+    Path,
+    typer.Option(
+        "--golden", "-g", metavar="FILE", help="Golden set (JSONL, see docs/evaluation.md)."
+    ),
+]
+SampleOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--sample",
+        metavar="N",
+        show_default=False,
+        help="Evaluate a seeded random sample of N golden items (default: all).",
+    ),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", metavar="S", help="Seed of the sample and the bootstrap.")
+]
+OutOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="DIR",
+        show_default=False,
+        help="Report directory. Default: reports/eval-JOB (reports/calibration-JOB).",
+    ),
+]
+JudgeOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--judge-option",
+        metavar="KEY=VALUE",
+        show_default=False,
+        help="An option of the judge, e.g. thresholds_path=reports/calibration-tier/"
+        "thresholds.json for local:minilm. Repeatable.",
+    ),
+]
+TiersOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--tiers",
+        metavar="FILE",
+        show_default=False,
+        help="Tier definitions (YAML/JSON) when the golden set uses your own tiers.",
+    ),
+]
+
+
+def _options(seed: int, tiers: Path | None, batch_size: int | None = None) -> EvalOptions:
+    extra: dict[str, Any] = {}
+    if tiers is not None:
+        extra["tiers"] = TierScheme.from_file(tiers)
+    if batch_size is not None:
+        extra["batch_size"] = batch_size
+    return EvalOptions(seed=seed, extra=extra)
+
+
+def _judge_options(pairs: list[str] | None) -> dict[str, str]:
+    options = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--judge-option must be KEY=VALUE, got {pair!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+@app.command("eval")
+def eval_command(
+    golden: GoldenOpt,
+    job: Annotated[
+        str | None,
+        typer.Argument(
+            metavar="[JOB]",
+            show_default=False,
+            help="tier, rerank, classify or audit (with --predictions: default from "
+            "the golden file).",
+        ),
+    ] = None,
+    predictions: Annotated[
+        Path | None,
+        typer.Option(
+            "--predictions",
+            metavar="FILE",
+            show_default=False,
+            help="Score these predictions (JSONL) instead of running a judge.",
+        ),
+    ] = None,
+    judge: JudgeOpt = None,
+    judge_option: JudgeOptionOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
+    output: OutOpt = None,
+    tiers: TiersOpt = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            "--batch-size",
+            metavar="N",
+            show_default=False,
+            help="Tier batch size (5-15, default 10).",
+        ),
+    ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            show_default=False,
+            help="Calibration file to check for staleness. Default: "
+            f"reports/calibration-JOB/{CALIBRATION_FILE} when it exists.",
+        ),
+    ] = None,
+    consistency: Annotated[
+        bool,
+        typer.Option(
+            "--consistency",
+            help="Also re-run shuffled and re-split, and report the kappa between runs.",
+        ),
+    ] = False,
+    db: DbOpt = None,
+) -> None:
+    """Evaluate a job against a golden set: kappa and its interval, confusion matrix, worst
+    disagreements. Writes report.json, report.md and predictions.jsonl; resumable."""
+    options = _options(seed, tiers, batch_size)
+    if predictions is not None:
+        report = score_predictions(
+            job,
+            predictions,
+            golden,
+            out_dir=output or Path(f"reports/eval-{job or 'scored'}"),
+            options=options,
+        )
+        _summary(report, output or Path(f"reports/eval-{job or 'scored'}"))
+        return
+    if job is None:
+        raise ConfigError(
+            "name the job to evaluate (evidex eval tier --golden FILE), or give --predictions"
+        )
+    out = output or Path(f"reports/eval-{job}")
+    default_cal = Path(f"reports/calibration-{job}") / CALIBRATION_FILE
+    with open_db(db) as store, progress(2, f"eval {job}") as on_progress:
+        report = evaluate(
+            job,
+            golden,
+            judge=judge,
+            judge_options=_judge_options(judge_option),
+            store=store,
+            out_dir=out,
+            sample=sample,
+            options=options,
+            calibration=calibration or (default_cal if default_cal.exists() else None),
+            consistency=consistency,
+            on_progress=on_progress,
+        )
+    _summary(report, out)
+
+
+@app.command("calibrate")
+def calibrate_command(
+    job: Annotated[str, typer.Argument(metavar="JOB", help="The job to calibrate (tier).")],
+    golden: GoldenOpt,
+    judge: JudgeOpt = None,
+    judge_option: JudgeOptionOpt = None,
+    sample: SampleOpt = None,
+    seed: SeedOpt = 0,
+    output: OutOpt = None,
+    tiers: TiersOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Measure a judge against a golden set, show which tier boundaries cause disagreements,
+    fit cut points for score-based judges, and record judge/model/prompt versions."""
+    if job != "tier":
+        raise ConfigError(f"calibration is implemented for the tier job, not {job!r}")
+    out = output or Path(f"reports/calibration-{job}")
+    with open_db(db) as store, progress(2, f"calibrate {job}") as on_progress:
+        record = calibrate_tier(
+            golden,
+            judge=judge,
+            judge_options=_judge_options(judge_option),
+            store=store,
+            out_dir=out,
+            sample=sample,
+            options=_options(seed, tiers),
+            on_progress=on_progress,
+        )
+    console = Console(stderr=True)
+    console.print(
+        Text(
+            f"kappa {_fmt(record['kappa'])}, linear-weighted "
+            f"{_fmt(record['kappa_linear'])} ({record['judge_id']})"
+        )
+    )
+    table = Table(title="disagreements by tier boundary", title_justify="left")
+    for name in ("boundary", "judge lower", "judge higher", "share"):
+        table.add_column(name)
+    for b in record["boundaries"]["adjacent"]:
+        table.add_row(b["boundary"], str(b["down"]), str(b["up"]), _fmt(b["share"]))
+    console.print(table)
+    fitted = record.get("fitted")
+    if fitted:
+        console.print(
+            Text(
+                f"fitted cut points {[round(c, 4) for c in fitted['cut_points']]}: kappa "
+                f"{_fmt(fitted['kappa'])} in sample, {_fmt(fitted['kappa_two_fold'])} two-fold"
+            )
+        )
+    console.print(Text(f"wrote {out / CALIBRATION_FILE}"))
+
+
+@app.command("gate")
+def gate_command(
+    config: Annotated[
+        Path, typer.Option("--config", "-c", metavar="FILE", help="Gates file (TOML).")
+    ] = Path("gates.toml"),
+) -> None:
+    """Check evaluation metrics against their floors; exit 1 when any is missed."""
+    results = check_gates(load_gates(config))
+    table = Table(title=f"release gates ({config})", title_justify="left")
+    for name in ("gate", "metric", "value", "floor", "result"):
+        table.add_column(name)
+    for r in results:
+        table.add_row(
+            r.gate,
+            r.metric,
+            _fmt(r.value),
+            f"{r.floor:g}",
+            Text("pass", style="green") if r.passed else Text("FAIL", style="bold red"),
+        )
+    Console().print(table)
+    failed = [r for r in results if not r.passed]
+    if failed:
+        raise GatesFailed(f"{len(failed)} of {len(results)} gate metric(s) under their floor")
+
+
+def export_command(
+    job: Annotated[str, typer.Option("--job", metavar="JOB", help="Which job's items (tier).")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="Golden JSONL to write.")
+    ],
+    passages: Annotated[
+        Path | None,
+        typer.Option(
+            "--passages",
+            metavar="FILE",
+            show_default=False,
+            help="JSONL with passage_id and text (e.g. a tier golden file), for items "
+            "whose payload has no passage text.",
+        ),
+    ] = None,
+    tiers: TiersOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Turn resolved review items into golden records (the human loop feeds calibration)."""
+    if job != "tier":
+        raise ConfigError(f"review export is implemented for the tier job, not {job!r}")
+    texts = _texts(passages)
+    scheme = TierScheme.from_file(tiers) if tiers else DEFAULT_TIERS
+    with open_db(db) as store:
+        result = export_tier_reviews(
+            store.list_reviews(status="resolved", job=job), scheme=scheme, texts=texts
+        )
+    count = write_jsonl(output, result.records)
+    for item_id, reason in result.skipped:
+        err_console.print(Text(f"skipped review item {item_id}: {reason}"))
+    err_console.print(Text(f"wrote {count} golden record(s) to {output}"))
+
+
+def _texts(path: Path | None) -> dict[str, str]:
+    if path is None:
+        return {}
+    from evidex.evaluate.golden import read_jsonl
+
+    return {
+        str(row["passage_id"]): str(row["text"])
+        for _, row in read_jsonl(path)
+        if "passage_id" in row and "text" in row
+    }
+
+
+def _register_export() -> None:
+    """Add ``export`` to the ``review`` group (cli/review.py), or make the group if absent."""
+    try:
+        from evidex.cli import review
+    except ImportError:
+        review = None  # type: ignore[assignment]
+    group = getattr(review, "review_app", None)
+    if group is None:
+        group = typer.Typer(help="The human review queue.", no_args_is_help=True)
+        app.add_typer(group, name="review")
+    group.command("export")(export_command)
+
+
+_register_export()
+
+
+def _summary(report: dict[str, Any], out: Path) -> None:
+    console = Console(stderr=True)
+    metrics = report["metrics"]
+    interval = report.get("intervals", {}).get("kappa", {})
+    line = f"kappa {_fmt(metrics.get('kappa'))}"
+    if interval.get("low") is not None and not math.isnan(interval["low"]):
+        line += f" (95% CI {interval['low']:.3f}-{interval['high']:.3f})"
+    if "bar" in report:
+        line += " meets" if report["bar"]["passed"] else " is below"
+        line += f" the {report['bar']['floor']} bar"
+    console.print(Text(line))
+    for key in ("kappa_linear", "kappa_quadratic", "accuracy", "macro_f1"):
+        if key in metrics:
+            console.print(Text(f"{key} {_fmt(metrics[key])}"))
+    for warning in report.get("warnings", []):
+        console.print(Text(f"warning: {warning}", style="yellow"))
+    console.print(Text(f"wrote {out / 'report.json'} and {out / 'report.md'}"))
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "undefined"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
