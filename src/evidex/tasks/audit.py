@@ -333,9 +333,9 @@ class AuditStep(_GradingMixin):
                 "properties": {
                     "answer_id": {"type": ["string", "null"]},
                     "claims": {"type": "array", "items": claim_schema(ids, with_text=True)},
-                    "summary": {"type": "object"},
                 },
                 "required": ["claims"],
+                "additionalProperties": False,
             },
             payload=payload,
             max_tokens=min(
@@ -421,6 +421,7 @@ class ExtractStep:
                     "claims": {"type": "array", "items": {"type": "string", "minLength": 1}}
                 },
                 "required": ["claims"],
+                "additionalProperties": False,
             },
             payload={"answer": batch.answer, "question": batch.question},
             max_tokens=min(4096, 200 + len(batch.answer) // 2),
@@ -507,6 +508,7 @@ class ClassifyStep(_GradingMixin):
                     }
                 },
                 "required": ["claims"],
+                "additionalProperties": False,
             },
             payload=payload,
             max_tokens=min(4096, 200 + 220 * len(batch.claims)),
