@@ -10,8 +10,8 @@ import pytest
 
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import datasets
+from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import (
-    calibrate_tier,
     check_calibration,
     fit_thresholds,
     tier_of_score,

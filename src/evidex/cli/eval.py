@@ -19,7 +19,8 @@ from rich.text import Text
 from evidex.cli._app import app, err_console
 from evidex.cli._io import DbOpt, JudgeOpt, open_db, progress
 from evidex.errors import ConfigError
-from evidex.evaluate.calibration import CALIBRATION_FILE, calibrate_tier
+from evidex.evaluate.calibrate import calibrate_tier
+from evidex.evaluate.calibration import CALIBRATION_FILE
 from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
 from evidex.evaluate.golden import write_jsonl
 from evidex.evaluate.registry import EvalOptions

@@ -23,7 +23,6 @@ its floor.
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from collections.abc import Callable, Mapping
@@ -32,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from evidex.errors import ConfigError, RunError
+from evidex.evaluate._util import read_json_object
 from evidex.evaluate.measures import parse_measure
 
 if sys.version_info >= (3, 11):
@@ -140,7 +140,7 @@ def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult
     for gate in gates:
         report: Mapping[str, Any]
         if gate.report is not None and gate.report.exists():
-            report, source = _read_report(gate.report), str(gate.report)
+            report, source = read_json_object(gate.report, "report"), str(gate.report)
         elif gate.golden is not None:
             report = run(gate)
             source = str((gate.output or Path(f"reports/gate-{gate.job}")) / "report.json")
@@ -166,16 +166,6 @@ def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult
                 )
             )
     return results
-
-
-def _read_report(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot read the report: {exc}") from exc
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a report holds a JSON object")
-    return data
 
 
 def _evaluate(gate: Gate) -> Mapping[str, Any]:

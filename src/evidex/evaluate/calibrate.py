@@ -1,0 +1,177 @@
+"""``evidex calibrate``: measure a judge on a golden set and fit what can be fitted.
+
+Runs the evaluation (the same resumable run as ``evidex eval``, report in the output
+directory), then, for a judge that can score (``score(query, texts) -> list[float]``, such as
+``local:minilm``), fits the tier cut points that maximise kappa, and writes
+``calibration.json`` with the judge id, model version and prompt version (see
+:mod:`evidex.evaluate.calibration` for the arithmetic and the staleness check).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evidex.evaluate import metrics as m
+from evidex.evaluate._util import jsonable
+from evidex.evaluate.calibration import (
+    CALIBRATION_FILE,
+    calibration_record,
+    fit_thresholds,
+    scores_of,
+    tier_of_score,
+)
+from evidex.evaluate.golden import TierGolden
+from evidex.evaluate.registry import EvalOptions
+from evidex.evaluate.run import aevaluate, load_records
+from evidex.harness.ports import StorePort
+from evidex.jobs._common import resolve_judge, run_sync
+from evidex.judging import Judge
+
+__all__ = ["acalibrate_tier", "calibrate_tier"]
+
+
+def calibrate_tier(
+    golden: str | Path,
+    *,
+    judge: Judge | str | None,
+    judge_options: Mapping[str, Any] | None = None,
+    store: StorePort | str | None = None,
+    out_dir: str | Path = "reports/calibration-tier",
+    sample: int | None = None,
+    options: EvalOptions | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Calibrate a tier judge; see :func:`acalibrate_tier`."""
+    return run_sync(
+        acalibrate_tier(
+            golden,
+            judge=judge,
+            judge_options=judge_options,
+            store=store,
+            out_dir=out_dir,
+            sample=sample,
+            options=options,
+            on_progress=on_progress,
+        )
+    )
+
+
+async def acalibrate_tier(
+    golden: str | Path,
+    *,
+    judge: Judge | str | None,
+    judge_options: Mapping[str, Any] | None = None,
+    store: StorePort | str | None = None,
+    out_dir: str | Path = "reports/calibration-tier",
+    sample: int | None = None,
+    options: EvalOptions | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Evaluate ``judge`` on the golden set (report in ``out_dir``), then fit cut points when it
+    can score, and write ``calibration.json`` (plus ``thresholds.json`` for a judge that reads
+    its cut points from such a file). Returns the calibration record.
+
+    The fit is in-sample, so it flatters; the record also gives a two-fold estimate by query
+    (fit on one half of the queries, measure on the other, and the other way round).
+    """
+    options = options or EvalOptions()
+    out = Path(out_dir)
+    the_judge = resolve_judge(judge, "tier", **dict(judge_options or {}))
+    report = await aevaluate(
+        "tier",
+        golden,
+        judge=the_judge,
+        store=store,
+        out_dir=out,
+        sample=sample,
+        options=options,
+        on_progress=on_progress,
+    )
+    fitted = None
+    if callable(getattr(the_judge, "score", None)):
+        _, records = load_records("tier", golden, options, sample=sample)
+        fitted = await _fit_on(the_judge, records, list(report["tiers"]), options.seed)
+        thresholds = getattr(the_judge, "thresholds", None)
+        weight = getattr(thresholds, "sentence_weight", None)
+        if weight is not None:
+            (out / "thresholds.json").write_text(
+                json.dumps(
+                    {
+                        "sentence_weight": weight,
+                        "cut_points": fitted["cut_points"],
+                        "tiers": report["tiers"],
+                        "fit": {
+                            "golden": str(golden),
+                            "items": len(records),
+                            "kappa_in_sample": fitted["kappa"],
+                            "kappa_two_fold": fitted["kappa_two_fold"],
+                            "model_version": the_judge.model_version,
+                        },
+                    },
+                    indent=2,
+                )
+                + "\n",
+                encoding="utf-8",
+            )
+            fitted["thresholds_file"] = str(out / "thresholds.json")
+    record = calibration_record(
+        job="tier",
+        judge_id=the_judge.judge_id,
+        model_version=the_judge.model_version,
+        prompt_version=report["run"]["prompt_version"],
+        golden=str(golden),
+        report=report,
+        fitted=fitted,
+    )
+    (out / CALIBRATION_FILE).write_text(
+        json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return record
+
+
+async def _fit_on(
+    judge: Any, records: Sequence[TierGolden], names: list[str], seed: int
+) -> dict[str, Any]:
+    by_query: dict[str, list[Any]] = {}
+    for r in records:
+        by_query.setdefault(r.group, []).append(r)
+    scores: list[float] = []
+    gold: list[int] = []
+    query_of: list[int] = []
+    for qi, members in enumerate(by_query.values()):
+        scores += await scores_of(judge, members[0].query, [r.text for r in members])
+        gold += [names.index(r.tier) for r in members]
+        query_of += [qi] * len(members)
+    cuts, kappa = fit_thresholds(scores, gold, len(names))
+    predicted = [names[tier_of_score(s, cuts)] for s in scores]
+    golden = [names[g] for g in gold]
+    rng = np.random.default_rng(seed)
+    half = set(rng.permutation(len(by_query))[: len(by_query) // 2].tolist())
+    held_gold: list[str] = []
+    held_pred: list[str] = []
+    for fold in (True, False):
+        train = [i for i, q in enumerate(query_of) if (q in half) == fold]
+        test = [i for i, q in enumerate(query_of) if (q in half) != fold]
+        if not train or not test:
+            continue
+        try:
+            fold_cuts, _ = fit_thresholds(
+                [scores[i] for i in train], [gold[i] for i in train], len(names)
+            )
+        except ValueError:
+            continue
+        held_gold += [golden[i] for i in test]
+        held_pred += [names[tier_of_score(scores[i], fold_cuts)] for i in test]
+    return {
+        "cut_points": cuts,
+        "kappa": kappa,
+        "kappa_linear": m.cohen_kappa(golden, predicted, names, "linear"),
+        "kappa_two_fold": m.cohen_kappa(held_gold, held_pred, names) if held_gold else math.nan,
+        "objective": "Cohen's kappa (unweighted)",
+    }
