@@ -432,8 +432,14 @@ def test_log_shows_the_rows_of_a_run(
     code, out, _ = run(capsys, "log", "--run", run_id)
     assert code == 0
     assert out.count(run_id) == 3
-    assert "invalid" in out and "100+20" in out and rows[0]["prompt_version"][:8] in out
-    assert "is missing; every passage" in out
+    assert "invalid #1" in out and "ok #2" in out and "100+20" in out
+    assert rows[0]["prompt_version"][:8] in out and "is missing; every passage" in out
+
+    monkeypatch.setenv("COLUMNS", "80")  # a narrow terminal: fewer columns, named in the caption
+    code, out, _ = run(capsys, "log", "--run", run_id)
+    assert code == 0 and out.count(run_id) == 3 and "invalid #1" in out
+    assert "not shown at this width: step, prompt, latency, tokens" in out
+    assert "100+20" not in out
 
     code, out, _ = run(capsys, "log", "--json", "--last", "1")
     assert len(out.splitlines()) == 1

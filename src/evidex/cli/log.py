@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from datetime import datetime
 from typing import Annotated, Any
 
 import typer
@@ -63,50 +62,65 @@ def log_command(
     if not rows:
         err_console.print("no audit-log rows match")
         return
-    Console().print(audit_table(rows))
+    console = Console()
+    console.print(audit_table(rows, console.width))
 
 
-def audit_table(rows: list[dict[str, Any]]) -> Table:
-    """The audit rows as a rich table; raw outputs stay out of it (see ``--json``)."""
-    table = Table(title=f"audit log ({len(rows)} rows)", title_justify="left", box=box.SIMPLE_HEAD)
-    for name, wrap in [
-        ("time (UTC)", False),
-        ("run", False),
-        ("job", False),
-        ("step", True),
-        ("status", False),
-        ("try", False),
-        ("judge", True),
-        ("prompt", False),
-        ("latency", False),
-        ("tokens", False),
-        ("errors", True),
-    ]:
-        table.add_column(name, no_wrap=not wrap, overflow="fold")
+# (name, min width when it may wrap or None when it never wraps, console width it needs)
+_COLUMNS: list[tuple[str, int | None, int]] = [
+    ("time", None, 0),
+    ("run", None, 0),
+    ("job", 4, 0),
+    ("step", 5, 100),
+    ("status #", None, 0),
+    ("judge", 8, 0),
+    ("prompt", None, 120),
+    ("latency", None, 100),
+    ("tokens", None, 120),
+    ("errors", 12, 0),
+]
+
+
+def audit_table(rows: list[dict[str, Any]], width: int = 200) -> Table:
+    """The audit rows as a rich table; raw outputs stay out of it (see ``--json``).
+
+    Ten columns do not fit a narrow terminal: below 120 and 100 columns the least needed ones
+    are left out (the caption names them) rather than squeezing every column into slivers.
+    """
+    times = [r["time"] for r in rows if r["time"]]
+    days = sorted({t.strftime("%Y-%m-%d") for t in times})
+    span = days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}" if days else ""
+    shown = [c for c in _COLUMNS if width >= c[2]]
+    hidden = [c[0] for c in _COLUMNS if width < c[2]]
+    table = Table(
+        title=f"audit log: {len(rows)} row{'' if len(rows) == 1 else 's'}"
+        + (f", {span} (UTC)" if span else ""),
+        title_justify="left",
+        caption=f"not shown at this width: {', '.join(hidden)} (see --json)" if hidden else None,
+        caption_justify="left",
+        box=box.SIMPLE_HEAD,
+    )
+    for name, min_width, _ in shown:
+        table.add_column(name, no_wrap=min_width is None, overflow="fold", min_width=min_width)
     for row in rows:
         status = str(row["status"])
-        cells = [
-            _time(row["time"]),
-            row["run_id"],
-            row["job"],
-            row["step"],
-            status,
-            str(row["attempt"] or ""),
-            row["judge_id"],
-            row["prompt_version"][:8],
-            "" if row["latency_ms"] is None else f"{row['latency_ms']:.0f} ms",
-            _tokens(row),
-            _short_errors(row["errors"]),
-        ]
+        cells = {
+            "time": row["time"].strftime("%H:%M:%S") if row["time"] else "",
+            "run": row["run_id"],
+            "job": row["job"],
+            "step": row["step"],
+            "status #": f"{status} #{row['attempt']}" if row["attempt"] else status,
+            "judge": row["judge_id"],
+            "prompt": row["prompt_version"][:8],
+            "latency": "" if row["latency_ms"] is None else f"{row['latency_ms']:.0f} ms",
+            "tokens": _tokens(row),
+            "errors": _short_errors(row["errors"]),
+        }
         # Text cells, not markup: ids and judge errors may hold brackets.
-        texts = [Text(str(c)) for c in cells]
-        texts[4].stylize(_STATUS_STYLE.get(status, ""))
-        table.add_row(*texts)
+        texts = {name: Text(str(value)) for name, value in cells.items()}
+        texts["status #"].stylize(_STATUS_STYLE.get(status, ""), 0, len(status))
+        table.add_row(*(texts[name] for name, _, _ in shown))
     return table
-
-
-def _time(value: datetime | None) -> str:
-    return value.strftime("%m-%d %H:%M:%S") if value else ""
 
 
 def _tokens(row: dict[str, Any]) -> str:

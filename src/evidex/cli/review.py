@@ -58,10 +58,15 @@ def list_command(
         err_console.print(f"no {'' if status is Status.ALL else status.value + ' '}review items")
         return
     table = Table(
-        title=f"review queue ({len(items)} items)", title_justify="left", box=box.SIMPLE_HEAD
+        title=f"review queue: {_count(len(items), 'item')}",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
     )
-    for name in ("id", "job", "status", "risk", "run", "passages", "reason", "decision"):
-        table.add_column(name, overflow="fold")
+    for name in ("id", "job", "status", "risk", "run"):
+        table.add_column(name, no_wrap=True)
+    table.add_column("passages", overflow="fold", min_width=8)
+    table.add_column("reason", overflow="fold", ratio=3)
+    table.add_column("decision", overflow="fold")
     for item in items:
         table.add_row(
             *(
@@ -161,6 +166,10 @@ def _summary(item: dict[str, Any]) -> list[tuple[str, str]]:
             ("resolved", item["resolved_at"].isoformat(timespec="seconds")),
         ]
     return rows
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _ids(ids: list[str]) -> str:
