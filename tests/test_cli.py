@@ -594,6 +594,14 @@ def test_demo_prints_tables_and_writes_json_to_the_default_store(
     finally:
         store.close()
 
+    # again, in a narrow terminal: answered from the store's cache, id/tier/source share a cell
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run(capsys, "demo", "--judge", "scripted")
+    assert code == 0, err
+    assert "passage · tier · source" in out and "cache" in out and "0 judge call(s)" in out
+    for pid in expected:
+        assert pid in out
+
 
 @pytest.mark.slow
 def test_demo_runs_offline_with_the_embedded_minilm_judge(

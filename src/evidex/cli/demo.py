@@ -37,6 +37,7 @@ __all__ = ["DemoExample", "demo_command", "load_demo"]
 
 DEMO_POLICY = "standard"
 DEMO_BUDGET = 200
+WIDE = 110
 _TIER_STYLE = ["bold green", "cyan", "yellow", "dim"]
 
 
@@ -119,32 +120,38 @@ def _show_tiers(console: Console, demo: DemoExample, result: TierResult) -> None
     console.print(Text.assemble(("Judge: ", "bold"), result.judge_id))
     names = result.scheme.names
     style = {name: _TIER_STYLE[min(i, len(_TIER_STYLE) - 1)] for i, name in enumerate(names)}
+    # Below WIDE columns, id, tier and source share one cell so the texts keep their room.
+    wide = console.width >= WIDE
     table = Table(show_lines=True, box=box.SIMPLE_HEAD)
-    table.add_column("id", no_wrap=True)
-    table.add_column("tier", no_wrap=True)
+    if wide:
+        table.add_column("id", no_wrap=True)
+        table.add_column("tier", min_width=max(map(len, names)))
+    else:
+        table.add_column("passage · tier · source", min_width=max(map(len, names)))
     table.add_column("snippet", overflow="fold", ratio=1)
     table.add_column("justification", overflow="fold", ratio=2)
-    table.add_column("source", no_wrap=True)
+    if wide:
+        table.add_column("source", no_wrap=True, min_width=len("fallback"))
     agree = 0
     for a in result.classifications:
         expected = demo.expected_tiers.get(a.passage_id, "")
         agree += expected == a.tier
         tier_cell = Text(a.tier, style=style.get(a.tier, ""))
         if expected and expected != a.tier:
-            tier_cell.append(f"\nhand label: {expected}", style="red")
-        table.add_row(
-            Text(a.passage_id),
-            tier_cell,
-            Text(a.key_evidence_snippet or "—"),
-            Text(a.justification),
-            Text(a.source, style="bold red" if a.source == "fallback" else ""),
-        )
+            tier_cell.append(f"\n(hand: {expected})", style="red")
+        source = Text(a.source, style="bold red" if a.source == "fallback" else "")
+        texts = [Text(a.key_evidence_snippet or "—"), Text(a.justification)]
+        if wide:
+            table.add_row(Text(a.passage_id), tier_cell, *texts, source)
+        else:
+            passage = Text(a.passage_id, style="bold", overflow="fold")
+            table.add_row(Text("\n").join([passage, tier_cell, source]), *texts)
     console.print(table)
     summary = " · ".join(f"{n} {result.tier_summary[result.scheme.count_key(n)]}" for n in names)
     console.print(Text.assemble(("Tier summary: ", "bold"), summary))
     console.print(
         f"The judge agrees with the hand labels on {agree} of {len(result.classifications)} "
-        "passages (disagreements show the hand label under the tier).",
+        "passages (where they differ, the hand label is under the tier).",
         highlight=False,
     )
 
