@@ -164,8 +164,9 @@ class OpenAIJudge(Judge):
 
     def _client_for_call(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            limits = type(openai.DEFAULT_CONNECTION_LIMITS)(
-                max_connections=100, max_keepalive_connections=0
+            default = openai.DEFAULT_CONNECTION_LIMITS  # the SDK's own HTTP library type
+            limits = type(default)(
+                max_connections=default.max_connections, max_keepalive_connections=0
             )
             self._client = openai.AsyncOpenAI(
                 api_key=self._api_key.get_secret_value(),
@@ -214,10 +215,8 @@ class OpenAIJudge(Judge):
             text = message.content or getattr(message, "refusal", None) or ""
             usage = completion.usage
             model = completion.model
-        except (AttributeError, TypeError, IndexError) as exc:
-            raise JudgeUnavailable(
-                f"{self._where()} answered something that is not a chat completion"
-            ) from exc
+        except (AttributeError, TypeError, IndexError) as exc:  # 200 without the usual shape
+            raise self._malformed() from exc
         if choice.finish_reason == "length":
             logger.info("%s: the reply hit max_tokens and is probably cut off", self.judge_id)
         self._reported_model = str(model) if model else self.model
@@ -237,7 +236,7 @@ class OpenAIJudge(Judge):
         _scrub_exception(exc, self._secrets())
         where = self._where()
         if isinstance(exc, ValueError | openai.APIResponseValidationError):
-            return JudgeUnavailable(f"{where} answered something that is not a chat completion")
+            return self._malformed()
         if isinstance(exc, openai.APITimeoutError):
             return JudgeUnavailable(f"{where} did not answer within {self.options.timeout_s:g}s")
         if isinstance(exc, openai.APIConnectionError):
@@ -273,6 +272,9 @@ class OpenAIJudge(Judge):
             f"{where} rejected the request (HTTP {status}: {detail}); check the model's "
             "context_window and the judge options"
         )
+
+    def _malformed(self) -> JudgeUnavailable:
+        return JudgeUnavailable(f"{self._where()} answered something that is not a chat completion")
 
     def _where(self) -> str:
         return f"{self.judge_id} at {_public_url(self.base_url)}"
