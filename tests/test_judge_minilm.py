@@ -251,7 +251,8 @@ def test_bad_thresholds_file_names_the_file(tmp_path: Path) -> None:
 # ------------------------------------------------------------------ the tier job
 
 
-def test_tier_job_end_to_end(store: SqlStore) -> None:
+def test_tier_job_end_to_end(store: SqlStore, judge: MiniLMJudge) -> None:
+    judge_tokens = judge.count_tokens
     items = [
         Passage(passage_id="answer", text=RELEVANT),
         Passage(passage_id="ferry", text=IRRELEVANT),
@@ -266,6 +267,7 @@ def test_tier_job_end_to_end(store: SqlStore) -> None:
     names = DEFAULT_TIERS.names
     assert names.index(result.tier_of("answer")) < names.index(result.tier_of("ferry"))
     assert result.judge_id == "local:minilm" and result.judge_calls == 2
+    assert result.usage.prompt_tokens > sum(judge_tokens(p.text) for p in items)  # + sentences
 
 
 def test_long_passage_records_a_truncation_event(store: SqlStore) -> None:

@@ -45,6 +45,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import ConfigError, MissingExtraError
+from evidex.judges._options import parse_options
 from evidex.judging import Judge, JudgeReply, JudgeRequest
 from evidex.types import TierScheme, Usage
 
@@ -336,19 +337,13 @@ class MiniLMJudge(Judge):
         self.options = options or MiniLMOptions()
         self.thresholds, thresholds_sha = load_thresholds(self.options.thresholds_path)
         self._thresholds_sha = thresholds_sha[:12]
-        self._tokens_read = 0
 
     @classmethod
     def from_spec(cls, spec: str, **options: Any) -> MiniLMJudge:
         """Build from ``local:minilm`` and options (see :class:`MiniLMOptions`)."""
         if spec != "local:minilm":
             raise ConfigError(f"the MiniLM judge answers to 'local:minilm', not {spec!r}")
-        try:
-            parsed = MiniLMOptions.model_validate(options)
-        except ValidationError as exc:
-            known = ", ".join(MiniLMOptions.model_fields)
-            raise ConfigError(f"bad options for local:minilm ({known}): {exc}") from exc
-        return cls(spec, parsed)
+        return cls(spec, parse_options(MiniLMOptions, options, spec))
 
     # ------------------------------------------------------------------ identity
 
@@ -412,9 +407,7 @@ class MiniLMJudge(Judge):
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Unit-length embeddings (one row per text)."""
-        vectors, read = self.encoder.encode(texts, batch_size=self.options.encode_batch_size)
-        self._tokens_read += read
-        return vectors
+        return self.encoder.encode(texts, batch_size=self.options.encode_batch_size)[0]
 
     def match(self, query: str, texts: Sequence[str]) -> list[Match]:
         """Score every text against ``query``, with its best-matching sentence.
@@ -422,6 +415,10 @@ class MiniLMJudge(Judge):
         The query, the passages and all their sentences go through the encoder in one call, so
         length bucketing mixes them; a one-sentence passage reuses its passage embedding.
         """
+        return self._match(query, texts)[0]
+
+    def _match(self, query: str, texts: Sequence[str]) -> tuple[list[Match], int]:
+        """:meth:`match` and the word pieces it encoded (the call's token usage)."""
         spans = [sentence_spans(t) or [(0, len(t))] for t in texts]
         pieces: list[str] = [query, *texts]
         sentence_rows: list[list[int]] = []
@@ -434,7 +431,7 @@ class MiniLMJudge(Judge):
                     rows.append(len(pieces))
                     pieces.append(text[s:e])
             sentence_rows.append(rows)
-        vectors = self.embed(pieces)
+        vectors, read = self.encoder.encode(pieces, batch_size=self.options.encode_batch_size)
         cosines = vectors @ vectors[0]
         w = self.thresholds.sentence_weight
         out = []
@@ -447,7 +444,7 @@ class MiniLMJudge(Judge):
             s, e = text_spans[best]
             sentence = SentenceScore(text[s:e], s, e, scored[best])
             out.append(Match((1 - w) * passage + w * sentence.score, passage, sentence))
-        return out
+        return out, read
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
         """The combined score of each text (see the module docstring); higher is closer."""
@@ -476,15 +473,14 @@ class MiniLMJudge(Judge):
         payload = request.payload
         query = str(payload["query"])
         passages = [(str(p["passage_id"]), str(p["text"])) for p in payload["passages"]]
-        before = self._tokens_read
-        matches = self.match(query, [text for _, text in passages])
+        matches, read = self._match(query, [text for _, text in passages])
         ids = [pid for pid, _ in passages]
         if request.job == "tier":
             tiers = [str(t["name"]) for t in payload["tiers"]]
             reply: dict[str, Any] = self._tier_reply(ids, matches, tiers)
         else:
             reply = _rerank_reply(ids, matches)
-        usage = Usage(prompt_tokens=self._tokens_read - before, completion_tokens=0)
+        usage = Usage(prompt_tokens=read, completion_tokens=0)
         return JudgeReply(text=json.dumps(reply), usage=usage, model_version=self.model_version)
 
     def _tier_reply(self, ids: list[str], matches: list[Match], tiers: list[str]) -> dict[str, Any]:
