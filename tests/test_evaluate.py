@@ -534,3 +534,36 @@ def test_review_export_turns_decisions_into_golden_records(store: SqlStore) -> N
     reasons = " | ".join(reason for _, reason in result.skipped)
     assert "no text for passage 'p3'" in reasons
     assert "'reject'" in reasons and "fallback" in reasons
+
+
+def test_the_public_evaluation_surface_is_pinned() -> None:
+    import evidex.evaluate
+
+    assert evidex.evaluate.__all__ == [
+        "EvalOptions",
+        "Evaluator",
+        "Gate",
+        "GateResult",
+        "GatesFailed",
+        "Measure",
+        "acalibrate_tier",
+        "aevaluate",
+        "atier_consistency",
+        "calibrate_tier",
+        "check_calibration",
+        "check_gates",
+        "detect_job",
+        "evaluate",
+        "fit_thresholds",
+        "get_evaluator",
+        "load_gates",
+        "load_golden",
+        "load_qrels",
+        "load_run",
+        "parse_measure",
+        "register_evaluator",
+        "score_predictions",
+        "tier_consistency",
+        "write_jsonl",
+    ]
+    assert all(hasattr(evidex.evaluate, name) for name in evidex.evaluate.__all__)
