@@ -83,8 +83,10 @@ def stratified_sample(items: list[dict[str, Any]], n: int, seed: int) -> list[di
     return picked
 
 
-def run(items: Sequence[dict[str, Any]], judge_spec: str, db: str) -> list[dict[str, Any]]:
-    judge = resolve_judge(judge_spec, "audit")
+def run(
+    items: Sequence[dict[str, Any]], judge_spec: str, db: str, options: dict[str, Any]
+) -> list[dict[str, Any]]:
+    judge = resolve_judge(judge_spec, "audit", **options)
     store = open_store(db)
     settings = HarnessSettings(timeout_s=900.0, max_concurrency=1, use_cache=False, backoff_s=1.0)
     rows = []
@@ -118,10 +120,12 @@ def run(items: Sequence[dict[str, Any]], judge_spec: str, db: str) -> list[dict[
                     "seconds": seconds,
                 }
             )
+            timing = getattr(judge, "last_timing", None)
             print(
                 f"[{index}/{len(items)}] {item['id']} gold={item['label']} "
                 f"pred={claim.classification} source={result.source} "
-                f"calls={result.judge_calls} {seconds:.1f}s",
+                f"calls={result.judge_calls} {seconds:.1f}s"
+                + (f" last call: {timing}" if timing else ""),
                 flush=True,
             )
     finally:
@@ -181,6 +185,16 @@ def report(
     )
 
 
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep:
+        raise SystemExit(f"--option needs KEY=VALUE, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except json.JSONDecodeError:
+        return key.strip(), value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -189,12 +203,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=30, help="claims to audit (stratified)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--judge", default="local:qwen", help="judge spec (default local:qwen)")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="judge option, repeatable (e.g. n_threads=2 for local:qwen); VALUE is read as JSON "
+        "when it parses",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not touch the docs")
     args = parser.parse_args(argv)
+    options = dict(_option(text) for text in args.option)
     items = stratified_sample(load_claims(args.data), args.sample, args.seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        rows = run(items, args.judge, f"sqlite:///{tmp}/bench.db")
+        rows = run(items, args.judge, f"sqlite:///{tmp}/bench.db", options)
     body = report(rows, args.judge, args.sample, args.seed, time.perf_counter() - started)
     print(body)
     if not args.no_write:
