@@ -93,7 +93,7 @@ def test_boundary_confusions_locate_adjacent_disagreements() -> None:
     found = m.boundary_confusions(m.confusion_matrix(gold, pred, ["a", "b", "c"]), ["a", "b", "c"])
     assert found["disagreements"] == 3
     assert found["adjacent"][0] == {
-        "boundary": "a | b",
+        "boundary": "a / b",
         "down": 1,
         "up": 1,
         "total": 2,

@@ -185,7 +185,7 @@ def boundary_confusions(matrix: npt.NDArray[np.int64], labels: Sequence[str]) ->
         adjacent += down + up
         pairs.append(
             {
-                "boundary": f"{labels[i]} | {labels[i + 1]}",
+                "boundary": f"{labels[i]} / {labels[i + 1]}",
                 "down": down,
                 "up": up,
                 "total": down + up,

@@ -237,7 +237,9 @@ class TierEvaluator:
             "|---|---:|---|",
         ]
         for key, value in met.items():
-            lines.append(f"| `{key}` | {_fmt(value)} | {_ci(ci[key]) if key in ci else ''} |")
+            lines.append(
+                f"| `{key}` | {_fmt(value)} | {_ci(ci[key], bare=True) if key in ci else ''} |"
+            )
         lines += ["", "## Per-tier agreement", "", "| tier | golden | recall | precision | F1 |"]
         lines.append("|---|---:|---:|---:|---:|")
         for tier, v in report["per_tier"].items():
@@ -321,8 +323,8 @@ def _fmt(value: Any) -> str:
     return f"{value:.3f}" if isinstance(value, float) else str(value)
 
 
-def _ci(interval: Mapping[str, Any]) -> str:
+def _ci(interval: Mapping[str, Any], *, bare: bool = False) -> str:
     low, high = interval.get("low"), interval.get("high")
     if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return "interval undefined"
-    return f"95% CI {low:.3f}–{high:.3f}"
+        return "undefined"
+    return f"{'' if bare else '95% CI '}{low:.3f}–{high:.3f}"
