@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from evidex._text import normalize_ws
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate.golden import TierGolden, load_golden
@@ -298,10 +299,15 @@ def _worst(
             "distance": d,
             "justification": str(row.get("justification") or "(none given)"),
             "source": str(row.get("source", "unknown")),
-            "text": r.text[:300] + ("..." if len(r.text) > 300 else ""),
+            "text": _excerpt(r.text),
         }
         for d, _, r, row in off[:limit]
     ]
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    flat = normalize_ws(text)
+    return flat[:limit] + ("..." if len(flat) > limit else "")
 
 
 def _boundary_lines(b: Mapping[str, Any]) -> list[str]:
