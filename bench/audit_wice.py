@@ -128,10 +128,21 @@ def run(
                 + (f" last call: {timing}" if timing else ""),
                 flush=True,
             )
+            for attempt, (errors, raw) in enumerate(_rejected(store, result.run_id), 1):
+                print(f"    attempt {attempt} rejected: {'; '.join(errors)[:600]}", flush=True)
+                print(f"    its reply: {(raw or '')[:600]}", flush=True)
     finally:
         run_sync(judge.aclose())
         store.close()
     return rows
+
+
+def _rejected(store: Any, run_id: str) -> list[tuple[list[str], str | None]]:
+    """Errors and raw reply of each rejected attempt of one run, from the audit log."""
+    rows = store.audit_rows(run_id=run_id, job="audit")
+    return [
+        (list(r["errors"]), r["raw_output"]) for r in rows if r["status"] in ("invalid", "error")
+    ]
 
 
 def report(

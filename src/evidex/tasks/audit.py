@@ -79,6 +79,56 @@ _RULES = (
     "- Answer with one JSON object and nothing else."
 )
 
+_EXAMPLE_CONTEXT = (
+    '[{"passage_id": "passage-1", "text": "Acme Corp was founded in 2012 by Jane Smith. The '
+    'company is headquartered in Austin, Texas."}, {"passage_id": "passage-2", "text": "The '
+    'software license costs $500 per user per year."}, {"passage_id": "passage-3", "text": "The '
+    'launch event is on March 15. All senior executives will attend."}]'
+)
+_EXAMPLE_GRADES = (
+    (
+        "Acme Corp was founded in 2012.",
+        '"supporting_context_ids": ["passage-1"], "supporting_quotes": ["Acme Corp was founded '
+        'in 2012 by Jane Smith."], "explanation": "passage-1 states the founding year.", '
+        '"unsupported_part": null, "contradicted": false, "contradicting_quote": null, '
+        '"classification": "fully_supported"',
+    ),
+    (
+        "Jane Smith founded Acme Corp and still runs it.",
+        '"supporting_context_ids": ["passage-1"], "supporting_quotes": ["Acme Corp was founded '
+        'in 2012 by Jane Smith."], "explanation": "The founder is stated; nothing says she runs '
+        'the company today.", "unsupported_part": "and still runs it", "contradicted": false, '
+        '"contradicting_quote": null, "classification": "partially_supported"',
+    ),
+    (
+        "The CEO will be at the launch.",
+        '"supporting_context_ids": ["passage-3"], "supporting_quotes": ["All senior executives '
+        'will attend."], "explanation": "A CEO is a senior executive, so the attendance follows, '
+        'though no passage names the CEO.", "unsupported_part": null, "contradicted": false, '
+        '"contradicting_quote": null, "classification": "inferred"',
+    ),
+    (
+        "The license is free for academic use.",
+        '"supporting_context_ids": [], "supporting_quotes": [], "explanation": "passage-2 gives a '
+        'price of $500 per user per year and mentions no free use.", "unsupported_part": null, '
+        '"contradicted": true, "contradicting_quote": "The software license costs $500 per user '
+        'per year.", "classification": "unsupported"',
+    ),
+)
+
+
+def _example(key: str) -> str:
+    """The worked example, with each graded claim keyed by ``claim_text`` or ``claim_id``."""
+    lines = []
+    for index, (claim, grade) in enumerate(_EXAMPLE_GRADES, 1):
+        head = f'"claim_text": "{claim}"' if key == "claim_text" else f'"claim_id": "claim-{index}"'
+        lines.append(f"{{{head}, {grade}}}")
+    claims = "\n".join(f'claim-{i}: "{c}"' for i, (c, _) in enumerate(_EXAMPLE_GRADES, 1))
+    return f"Worked example. Context: {_EXAMPLE_CONTEXT}\nClaims:\n{claims}\nGrades:\n" + "\n".join(
+        lines
+    )
+
+
 ONE_PASS_TEMPLATE = PromptTemplate(
     name="audit/v1",
     system=(
@@ -89,7 +139,12 @@ ONE_PASS_TEMPLATE = PromptTemplate(
         "about the world (entities, events, dates, quantities, relations, properties). Each "
         "claim_text is a span copied word for word from the answer, usually one sentence or "
         "clause. Procedural text, refusals and questions back to the user are not claims; an "
-        "answer made only of those has an empty claims list.\n\n" + _CATEGORIES + "\n\n" + _RULES
+        "answer made only of those has an empty claims list.\n\n"
+        + _CATEGORIES
+        + "\n\n"
+        + _RULES
+        + "\n\n"
+        + _example("claim_text")
     ),
     user=(
         "User question:\n[QUESTION]\n\n"
@@ -97,11 +152,9 @@ ONE_PASS_TEMPLATE = PromptTemplate(
         "Retrieved context (a JSON array of numbered passages):\n[CONTEXT]\n\n"
         "Source metadata:\n[SOURCE_METADATA]\n\n"
         "Risk level: [RISK_LEVEL]\n\n"
-        "Return this JSON object:\n"
-        '{"answer_id": "[ANSWER_ID]", "claims": [{"claim_text": "verbatim span of the answer", '
-        '"supporting_context_ids": ["passage-1"], "supporting_quotes": ["verbatim from the '
-        'passage"], "explanation": "why", "unsupported_part": null, "contradicted": false, '
-        '"contradicting_quote": null, "classification": "[LEVELS]"}]}'
+        'Return one JSON object {"answer_id": "[ANSWER_ID]", "claims": [...]} with one entry '
+        "per claim, holding the fields of the worked example (claim_text first). classification "
+        "is one of: [LEVELS]."
     ),
 )
 
@@ -133,7 +186,8 @@ CLASSIFY_TEMPLATE = PromptTemplate(
         "You are an evidence auditor. You receive claims taken word for word from a generated "
         "answer, and the retrieved passages the answer was written from. Grade every claim by "
         "how well the passages support it.\n\n" + _CATEGORIES + "\n\n" + _RULES + "\n"
-        "- Grade every claim exactly once and copy its claim_id unchanged."
+        "- Grade every claim exactly once and copy its claim_id unchanged.\n\n"
+        + _example("claim_id")
     ),
     user=(
         "User question:\n[QUESTION]\n\n"
@@ -141,11 +195,8 @@ CLASSIFY_TEMPLATE = PromptTemplate(
         "Retrieved context (a JSON array of numbered passages):\n[CONTEXT]\n\n"
         "Source metadata:\n[SOURCE_METADATA]\n\n"
         "Risk level: [RISK_LEVEL]\n\n"
-        "Return this JSON object:\n"
-        '{"claims": [{"claim_id": "claim-1", "supporting_context_ids": ["passage-1"], '
-        '"supporting_quotes": ["verbatim from the passage"], "explanation": "why", '
-        '"unsupported_part": null, "contradicted": false, "contradicting_quote": null, '
-        '"classification": "[LEVELS]"}]}'
+        'Return one JSON object {"claims": [...]} with one entry per claim, holding the fields '
+        "of the worked example (claim_id first). classification is one of: [LEVELS]."
     ),
 )
 
@@ -586,8 +637,8 @@ class ClassifyStep(_GradingMixin):
 
 
 def claim_schema(passage_ids: Sequence[str], *, with_text: bool) -> dict[str, Any]:
-    """JSON schema of one graded claim. Evidence comes before the verdict, so a judge that
-    writes in order reasons first; passage ids are an enum when the context is not empty."""
+    """JSON schema of one graded claim; passage ids are an enum when the context is not empty,
+    so a judge with constrained decoding cannot invent one."""
     ids: dict[str, Any] = (
         {"type": "array", "items": {"type": "string", "enum": list(passage_ids)}}
         if passage_ids
