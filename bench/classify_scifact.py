@@ -172,13 +172,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=30, help="claims to classify")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--judge", default="local:qwen")
+    parser.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="judge option, repeatable (e.g. n_threads=1 for local:qwen); VALUE is read as JSON "
+        "when it parses, else as text",
+    )
     parser.add_argument("--no-write", action="store_true", help="print, do not touch the docs")
     args = parser.parse_args(argv)
+    options = dict(_option(text) for text in args.option)
 
     items = load_items(args.data)
     sample = stratified_sample(items, min(args.sample, len(items)), args.seed)
     texts = {p.passage_id: p.text for item in sample for p in item["passages"]}
-    judge = resolve_judge(args.judge, "classify")
+    judge = resolve_judge(args.judge, "classify", **options)
     with tempfile.TemporaryDirectory() as tmp:
         store = open_store(f"sqlite:///{tmp}/bench.db")
         started = time.perf_counter()
@@ -188,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
             nonlocal done
             done = finished
             elapsed = time.perf_counter() - started
-            print(f"\r{finished}/{total} claims, {elapsed:.0f} s", end="", file=sys.stderr)
+            print(f"{finished}/{total} claims, {elapsed:.0f} s", file=sys.stderr, flush=True)
 
         results = classify_many(
             [ClassifyInput(id=i["id"], input=i["claim"], passages=i["passages"]) for i in sample],
@@ -221,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     figures = {
         "judge": judge.judge_id,
         "model_version": judge.model_version,
+        "options": options,
         "sample": len(sample),
         "gold": dict(Counter(gold)),
         "predicted": dict(Counter(pred)),
@@ -249,13 +259,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _option(text: str) -> tuple[str, Any]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"--option needs KEY=VALUE, got {text!r}")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
 def _body(f: dict[str, Any], matrix: Any) -> str:
     def pct(x: float) -> str:
         return f"{100 * x:.1f} %"
 
     share = f["verbatim_quotes"] / f["quotes"] if f["quotes"] else float("nan")
     lines = [
-        f"Judge `{f['judge']}` ({f['model_version']}); {f['sample']} SciFact train claims, "
+        f"Judge `{f['judge']}` ({f['model_version']}, options {f['options']}); "
+        f"{f['sample']} SciFact train claims, "
         f"seeded sample stratified by gold label (gold: {f['gold']}); single-label, risk low, "
         "cache off. Passages: the sentences of the cited abstracts (`DOCID:SENTIDX`).",
         "",
