@@ -69,13 +69,23 @@ def main() -> None:
     seconds = time.perf_counter() - started
     llm = json.loads((args.out / "llmjudge" / "report.json").read_text(encoding="utf-8"))
     fitted = calibration["fitted"]
-    sections = [_section(SETS["llmjudge"][0] + ", shipped cut points", llm, seconds)]
+    sections = [
+        _section(
+            SETS["llmjudge"][0] + ", shipped cut points",
+            llm,
+            seconds,
+            "evaluation, then scoring again for the cut-point fit",
+        )
+    ]
+    cuts = fitted["cut_points"]
     sections.append(
         f"Cut points fitted on this sample by `evidex calibrate tier`: "
-        f"{', '.join(f'{c:.3f}' for c in fitted['cut_points'])} (shipped: "
+        f"{', '.join(f'{c:.3f}' for c in cuts)} (shipped: "
         f"{', '.join(f'{c:.3f}' for c in shipped.thresholds.cut_points)}). Kappa with them: "
         f"{fitted['kappa']:.3f} in sample, {fitted['kappa_two_fold']:.3f} two-fold by query "
-        "(fit on half the queries, measured on the other half)."
+        "(fit on half the queries, measured on the other half). Maximising unweighted kappa "
+        f"leaves {llm['tiers'][1]} a band only {cuts[0] - cuts[1]:.3f} wide: the scores do not "
+        "separate the middle grades, so the fit all but drops one."
     )
 
     # TREC DL 2019: the shipped cut points, then the ones fitted on LLMJudge (unseen data)
@@ -115,7 +125,7 @@ def main() -> None:
     write_section("eval-tier", "Tier agreement of local:minilm (evidex eval tier)", body)
 
 
-def _section(title: str, report: dict[str, object], seconds: float) -> str:
+def _section(title: str, report: dict[str, object], seconds: float, what: str = "") -> str:
     metrics = report["metrics"]
     intervals = report["intervals"]
     assert isinstance(metrics, dict) and isinstance(intervals, dict)
@@ -134,7 +144,8 @@ def _section(title: str, report: dict[str, object], seconds: float) -> str:
         [
             f"### {title}",
             "",
-            f"{run['items']} pairs over {run['groups']} queries, {seconds:.0f} s.",
+            f"{run['items']} pairs over {run['groups']} queries, {seconds:.0f} s"
+            + (f" ({what})." if what else "."),
             "",
             "| measure | value | 95% interval |",
             "|---|---:|---|",
