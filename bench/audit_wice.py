@@ -33,6 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _options import add_option_flag, judge_options
 from _report import write_section
 from evidex.evaluate.metrics import bootstrap_ci, confusion_matrix, label_f1, macro_f1
 from evidex.harness.runner import HarnessSettings
@@ -196,16 +197,6 @@ def report(
     )
 
 
-def _option(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep:
-        raise SystemExit(f"--option needs KEY=VALUE, got {text!r}")
-    try:
-        return key.strip(), json.loads(value)
-    except json.JSONDecodeError:
-        return key.strip(), value
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -214,17 +205,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=30, help="claims to audit (stratified)")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--judge", default="local:qwen", help="judge spec (default local:qwen)")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="judge option, repeatable (e.g. n_threads=2 for local:qwen); VALUE is read as JSON "
-        "when it parses",
-    )
+    add_option_flag(parser)
     parser.add_argument("--no-write", action="store_true", help="print, do not touch the docs")
     args = parser.parse_args(argv)
-    options = dict(_option(text) for text in args.option)
+    options = judge_options(args.option)
     items = stratified_sample(load_claims(args.data), args.sample, args.seed)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
