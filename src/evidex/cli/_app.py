@@ -33,7 +33,9 @@ EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 def run(argv: list[str]) -> int:
     """Run the app and map errors to exit codes: usage/input → 2, anything else → 1."""
     try:
-        app(args=argv, prog_name="evidex", standalone_mode=False)
+        # Without standalone mode, click returns the code of a ``typer.Exit(code)`` instead of
+        # exiting: pass it on, so commands such as ``gate`` can signal a missed floor.
+        code = app(args=argv, prog_name="evidex", standalone_mode=False)
     except UsageError as exc:
         _complain("error", exc)
         return EXIT_USAGE
@@ -62,7 +64,7 @@ def run(argv: list[str]) -> int:
         logging.getLogger("evidex").exception("internal error")
         _complain("internal error", f"{type(exc).__name__}: {exc}")
         return EXIT_INTERNAL
-    return EXIT_OK
+    return code if isinstance(code, int) else EXIT_OK
 
 
 def _complain(label: str, message: object) -> None:
