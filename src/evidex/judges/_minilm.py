@@ -10,8 +10,15 @@ The best sentence catches a passage that answers the query in one line among unr
 the whole-passage cosine keeps a passage that answers only across sentences. ``w``
 (``sentence_weight``) and the tier cut points are fitted on labelled data by
 ``bench/fit_minilm_thresholds.py`` and shipped in ``data/minilm/thresholds.json``. Expect weak
-agreement with people (Cohen's kappa around 0.1 on four grades): use it for triage, and a
-reading judge (``local:qwen``, ``openai:...``) where grades matter.
+agreement with people: on LLMJudge queries held out from the fit, plain four-grade Cohen's
+kappa is about 0.08 (grouped 5-fold CV 0.09 ± 0.07; see docs/benchmarks.md). Use it for
+triage, and a reading judge (``local:qwen``, ``openai:...``) where grades matter.
+
+Tiers: a passage gets the first tier (most relevant first) whose cut point its score reaches,
+else the last tier. A scheme with as many tiers as the fit uses the fitted points by position;
+another count re-spreads them by the rule of :meth:`Thresholds.for_tiers` and says so in the
+justification. The risk level does not change the heuristic; the tier job's review routing
+still applies.
 
 Replies use the tasks' JSON schemas, so the harness validates them like any judge's: the
 justification names the heuristic and its numbers, and ``key_evidence_snippet`` is the
