@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from evidex.errors import InputError
+from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs._audit_policy import (
@@ -444,3 +444,41 @@ def test_async_twin_runs_inside_an_event_loop(store: SqlStore) -> None:
     judge = ScriptedJudge([reply(supported())])
     result = asyncio.run(aaudit(FOUNDED, PASSAGES, judge=judge, store=store, settings=FAST))
     assert result.decision.decision == "publish"
+
+
+# ---------------------------------------------------------------------------------- window
+
+
+def _tokens(request: JudgeRequest) -> int:
+    return sum((len(m.content) + 3) // 4 for m in request.messages) + request.max_tokens
+
+
+def test_retry_fits_a_small_window_by_shrinking_batches_then_cutting_passages(
+    store: SqlStore,
+) -> None:
+    judge = ScriptedJudge(["not json", "still not json"])
+    judge.context_window = 4096
+    long = [
+        f"Passage {i} talks at length. " + "Acme makes anvils and rockets. " * 120 for i in range(3)
+    ]
+    result = _audit(
+        judge, store, answer=ANSWER * 3, passages=long, mode="two-pass", claims_per_batch=8
+    )
+    kinds = [e.kind for e in result.events]
+    # fewer claims per call first; the passages still do not fit, so the longest are cut
+    assert kinds[0] == "batches_shrunk" and kinds.count("truncated") == 3
+    assert all(_tokens(r) <= judge.context_window for r in judge.requests)
+    judge = ScriptedJudge(["not json", "still not json"])
+    judge.context_window = 4096
+    result = _audit(judge, store, answer=ANSWER * 12, passages=long[:1])
+    assert "batches_shrunk" in [e.kind for e in result.events]
+    assert len(judge.requests) > 2  # smaller segments: more calls, each with its retry
+    assert all(_tokens(r) <= 4096 for r in judge.requests)
+    assert result.source == "fallback"
+
+
+def test_a_window_too_small_for_any_audit_is_a_config_error(store: SqlStore) -> None:
+    judge = ScriptedJudge()
+    judge.context_window = 1024
+    with pytest.raises(ConfigError, match="cannot hold an audit exchange and its retry"):
+        _audit(judge, store)

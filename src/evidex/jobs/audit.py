@@ -19,6 +19,7 @@ from evidex.errors import InputError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.harness.runner import Harness, HarnessSettings, Outcome, RunContext
+from evidex.jobs._audit_budget import Fit, fit_to_window
 from evidex.jobs._audit_policy import (
     DISTRIBUTION_STEP,
     AuditDecision,
@@ -67,8 +68,6 @@ DEFAULT_SEGMENT_TOKENS = 400
 """Answer tokens per judge call: a long answer is cut at sentence ends into segments this big,
 so every claim fits in one reply and nothing is lost to a length limit."""
 DEFAULT_CLAIMS_PER_BATCH = 8
-REPLY_RESERVE_TOKENS = 1200
-"""Tokens of the context window kept for the reply when passages are fitted to it."""
 
 PassageLike = Passage | str | dict[str, Any]
 
@@ -387,11 +386,17 @@ class _Auditor:
 
     async def run(self, answer_id: str, item: AnswerInput) -> AuditResult:
         ctx = RunContext(job="audit", query=item.question or item.answer, risk=self.risk.value)
-        passages, events = self._prepare(ctx, as_passages(item.passages))
+        given = item.claims is not None
+        passages, fit, events = self._prepare(
+            ctx,
+            as_passages(item.passages),
+            extract=not given,
+            classify=given or self.mode == "two-pass",
+        )
         answer = item.answer
         segments = [
             SegmentBatch(s.text, passages, s.start, answer_id, item.question, self.risk)
-            for s in segment_text(answer, self.segment_tokens, self.judge.count_tokens)
+            for s in segment_text(answer, fit.segment_tokens, self.judge.count_tokens)
         ]
         outcomes: list[Outcome[Any]] = []
         unaudited: list[UnauditedSpan] = []
@@ -399,7 +404,7 @@ class _Auditor:
         if item.claims is not None:
             mode = "two-pass"
             claims = await self._classify(
-                ctx, _given_claims(answer, item.claims), item, passages, answer_id, outcomes
+                ctx, _given_claims(answer, item.claims), item, passages, fit, outcomes, answer_id
             )
         elif self.mode == "one-pass":
             mode = "one-pass"
@@ -415,32 +420,43 @@ class _Auditor:
             outcomes += extracted
             unaudited += _unaudited(segments, extracted)
             spans = _renumbered_spans([c for o in extracted for c in o.value.claims])
-            claims = await self._classify(ctx, spans, item, passages, answer_id, outcomes)
+            claims = await self._classify(ctx, spans, item, passages, fit, outcomes, answer_id)
         return self._finish(ctx, answer_id, item, mode, claims, outcomes, unaudited, events)
 
     def _prepare(
-        self, ctx: RunContext, passages: list[Passage]
-    ) -> tuple[tuple[Passage, ...], list[Event]]:
-        """Preflight for a non-empty context (an empty one is allowed: it supports nothing)."""
+        self, ctx: RunContext, passages: list[Passage], *, extract: bool, classify: bool
+    ) -> tuple[tuple[Passage, ...], Fit, list[Event]]:
+        """Preflight: duplicates merged, and sizes fitted to the judge's window with the retry
+        (an empty context is allowed: it supports nothing)."""
+        events: list[Event] = []
         if not passages:
-            event = Event(
-                kind="empty_context", detail="no passages given: every claim is unsupported"
+            events.append(
+                Event(kind="empty_context", detail="no passages given: every claim is unsupported")
             )
-            self.harness.note(ctx, event.kind, event.detail)
-            return (), [event]
-        probe = AuditStep().request(SegmentBatch("", (), risk=self.risk))
-        overhead = self.judge.count_tokens("".join(m.content for m in probe.messages))
-        free = self.judge.context_window - overhead - self.segment_tokens - REPLY_RESERVE_TOKENS
-        prepared = prepare_passages(
+        else:
+            prepared = prepare_passages(passages, count_tokens=self.judge.count_tokens)
+            passages, events = prepared.passages, list(prepared.events)
+        fit = fit_to_window(
+            self.judge,
             passages,
-            count_tokens=self.judge.count_tokens,
-            max_passage_tokens=max(64, free // len(passages)),
+            extract=extract,
+            classify=classify,
+            risk=self.risk,
+            segment_tokens=self.segment_tokens,
+            claims_per_batch=self.claims_per_batch,
         )
-        for event in prepared.events:
+        events += fit.events
+        if fit.passage_limit is not None:
+            cut = prepare_passages(
+                passages, count_tokens=self.judge.count_tokens, max_passage_tokens=fit.passage_limit
+            )
+            passages = cut.passages
+            events += cut.events
+        for event in events:
             self.harness.note(
                 ctx, event.kind, event.detail, passage_ids=event.passage_ids, **event.data
             )
-        return tuple(prepared.passages), list(prepared.events)
+        return tuple(passages), fit, events
 
     async def _classify(
         self,
@@ -448,12 +464,15 @@ class _Auditor:
         spans: list[ClaimSpan],
         item: AnswerInput,
         passages: tuple[Passage, ...],
-        answer_id: str,
+        fit: Fit,
         outcomes: list[Outcome[Any]],
+        answer_id: str,
     ) -> list[ClaimAudit]:
-        size = self.claims_per_batch
+        size = fit.claims_per_batch
         batches = [
-            ClaimBatch(tuple(spans[i : i + size]), passages, answer_id, item.question, self.risk)
+            ClaimBatch(
+                tuple(spans[i : i + size]), passages, item.answer_id, item.question, self.risk
+            )
             for i in range(0, len(spans), size)
         ]
         graded = await self.harness.map(ClassifyStep(), batches, ctx)

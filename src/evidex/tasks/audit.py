@@ -390,7 +390,7 @@ class AuditStep(_GradingMixin):
             },
             payload=payload,
             max_tokens=min(
-                4096, 300 + len(batch.answer) // 4 + 120 * (1 + len(batch.answer) // 80)
+                4096, 200 + len(batch.answer) // 4 + 100 * (1 + len(batch.answer) // 100)
             ),
         )
 
