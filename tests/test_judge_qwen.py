@@ -3,6 +3,7 @@ model (slow, skipped with the reason when the ``llm`` extra or its chunk package
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -10,14 +11,16 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
+from pydantic import BaseModel
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges import _weights, get_judge
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
-from evidex.judging import JudgeRequest, Message
+from evidex.judging import JudgeReply, JudgeRequest, Message
+from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest
 from evidex.tasks.tier import TierBatch, TierStep
 from evidex.types import Passage
 
@@ -177,6 +180,20 @@ def test_misspelled_option_is_rejected() -> None:
         get_judge("local:qwen", n_ctxx=2048)
 
 
+def test_thread_count_comes_from_the_environment_or_the_machine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from evidex.judges._qwen import _default_threads
+
+    monkeypatch.setenv("EVIDEX_QWEN_THREADS", "1")
+    assert _default_threads() == 1
+    monkeypatch.setenv("EVIDEX_QWEN_THREADS", "two")
+    with pytest.raises(ConfigError, match="EVIDEX_QWEN_THREADS"):
+        _default_threads()
+    monkeypatch.delenv("EVIDEX_QWEN_THREADS")
+    assert _default_threads() == len(os.sched_getaffinity(0))
+
+
 # --------------------------------------------------------------------------- the real model
 
 
@@ -229,6 +246,7 @@ def test_tier_batch_reply_is_schema_valid_json(qwen: Any) -> None:
     items = data["classifications"]
     assert sorted(i["passage_id"] for i in items) == ["a1", "b2", "c3"]
     assert all(i["tier"] in batch.scheme.names for i in items)
+    assert all(list(i)[:2] == ["passage_id", "tier"] for i in items), "schema order kept"
     assert qwen.last_timing is not None and qwen.last_timing.completion_tokens > 0
 
 
@@ -337,3 +355,65 @@ def test_two_judges_share_one_model_across_threads(qwen: Any) -> None:
         t.join(timeout=300)
     assert not errors
     assert len(replies) == 2 and all(isinstance(json.loads(r)["n"], int) for r in replies)
+
+
+class _Answer(BaseModel):
+    answer: str
+
+
+class _AnswerStep:
+    """The smallest real step: one short string answer, so a re-ask costs seconds."""
+
+    job, name, max_attempts, value_type = "audit", "answer", 2, _Answer
+    template = PromptTemplate(name="answer/test", system="Answer in JSON.", user="[QUESTION]")
+    schema: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {"answer": {"type": "string"}},
+        "required": ["answer"],
+    }
+
+    def request(self, batch: str) -> StepRequest:
+        messages = self.template.render({"QUESTION": batch})
+        return StepRequest(messages=messages, schema=self.schema, payload={}, max_tokens=40)
+
+    def validate(self, batch: str, data: Any) -> _Answer:
+        if not isinstance(data, dict) or not isinstance(data.get("answer"), str):
+            raise ReplyInvalid(['the reply needs a string "answer"'])
+        return _Answer(answer=data["answer"])
+
+    def fallback(self, batch: str, reason: str) -> _Answer:
+        return _Answer(answer=f"fallback: {reason}")
+
+    def cache_material(self, batch: str) -> Any:
+        return batch
+
+    def describe(self, batch: str) -> BatchInfo:
+        return BatchInfo(query=batch)
+
+    def labels(self, value: _Answer) -> Any:
+        return value.answer
+
+
+@pytest.mark.slow
+def test_reply_cut_off_at_the_token_limit_is_re_asked(qwen: Any, store: Any) -> None:
+    import asyncio
+
+    from evidex.harness.runner import Harness, HarnessSettings, RunContext
+
+    class FirstReplyCutOff(type(qwen)):  # type: ignore[misc]
+        async def complete(self, request: JudgeRequest) -> JudgeReply:
+            if request.attempt == 1:
+                request = dataclasses.replace(request, max_tokens=3)
+            reply: JudgeReply = await super().complete(request)
+            return reply
+
+    judge = FirstReplyCutOff(options=qwen.options)
+    harness = Harness(judge, store, settings=HarnessSettings(use_cache=False))
+    question = "What is the capital of France? Reply as JSON with one short answer."
+    outcome = asyncio.run(
+        harness.call(_AnswerStep(), question, RunContext(job="audit", query=question))
+    )
+    assert outcome.judge_calls == 2
+    first = outcome.attempts[0]
+    assert first.raw_output is not None and any("truncated" in e for e in first.errors)
+    assert outcome.source == "judge" and outcome.value.answer
