@@ -482,3 +482,12 @@ def test_a_window_too_small_for_any_audit_is_a_config_error(store: SqlStore) -> 
     judge.context_window = 1024
     with pytest.raises(ConfigError, match="cannot hold an audit exchange and its retry"):
         _audit(judge, store)
+
+
+def test_many_short_passages_are_kept_whole(store: SqlStore) -> None:
+    judge = ScriptedJudge([reply(unsupported(FOUNDED))])
+    judge.context_window = 4096
+    sentences = [f"Fact number {i} is short." for i in range(60)]
+    result = _audit(judge, store, answer=FOUNDED, passages=sentences, claims=None)
+    assert not [e for e in result.events if e.kind == "truncated"]
+    assert '"passage_id": "passage-60"' in judge.requests[0].messages[1].content

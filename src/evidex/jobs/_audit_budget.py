@@ -67,14 +67,14 @@ def fit_to_window(
     while True:
         free, answer_side_fits = _free(judge, probe, risk, extract, classify, segment, claims)
         if answer_side_fits and sum(counts) <= free:
-            break
+            break  # every passage fits whole
         if classify and claims > 1:
             claims = max(1, claims // 2)
         elif extract and segment > MIN_SEGMENT:
             segment = max(MIN_SEGMENT, segment // 2)
         else:
             break
-    if not answer_side_fits or (counts and free < MIN_PASSAGE * len(counts)):
+    if not answer_side_fits or sum(min(c, MIN_PASSAGE) for c in counts) > free:
         raise ConfigError(
             f"the context window of {judge.judge_id} ({window} tokens) cannot hold an audit "
             f"exchange and its retry with {len(counts)} passage(s), even with answer segments of "
