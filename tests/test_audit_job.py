@@ -485,9 +485,11 @@ def test_a_window_too_small_for_any_audit_is_a_config_error(store: SqlStore) -> 
 
 
 def test_many_short_passages_are_kept_whole(store: SqlStore) -> None:
-    judge = ScriptedJudge([reply(unsupported(FOUNDED))])
+    # 40 passages at the 32-token minimum cut would not fit beside the retry; their real size does
+    judge = ScriptedJudge([{"claims": [graded("claim-1", unsupported(FOUNDED))]}])
     judge.context_window = 4096
-    sentences = [f"Fact number {i} is short." for i in range(60)]
-    result = _audit(judge, store, answer=FOUNDED, passages=sentences, claims=None)
+    sentences = [f"Fact number {i} is short." for i in range(1, 41)]
+    result = _audit(judge, store, answer=FOUNDED, passages=sentences, claims=[FOUNDED])
     assert not [e for e in result.events if e.kind == "truncated"]
-    assert '"passage_id": "passage-60"' in judge.requests[0].messages[1].content
+    assert '"passage_id": "passage-40"' in judge.requests[0].messages[1].content
+    assert result.source == "judge"
