@@ -4,7 +4,7 @@ judge's circuit breaker sees every request."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 try:
@@ -118,13 +118,10 @@ def create_app(
             raise HTTPException(status_code=422, detail="last must be within 1..10000")
         return the_store.audit_rows(last=last, run_id=run_id, job=job)
 
-    for register in JOB_ROUTES:
-        register(app)
+    from evidex.service.jobs import register_job_routes
+
+    register_job_routes(app, the_store, judge_for)
     return app
-
-
-JOB_ROUTES: list[Callable[[FastAPI], None]] = []
-"""Other jobs add their endpoint here (``evidex.service.jobs``), keeping this module small."""
 
 
 def _mount_prometheus(app: FastAPI) -> None:

@@ -1,0 +1,65 @@
+"""HTTP endpoints of rerank, classify and audit, in-process, with the scripted judge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from evidex.store import SqlStore
+from tests import audit_fixtures as af
+from tests import classify_fixtures as cf
+from tests.scripted import ScriptedJudge
+from tests.test_rerank import rank_reply
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from evidex.service import create_app  # noqa: E402
+
+
+def _client(store: SqlStore, judge: ScriptedJudge) -> TestClient:
+    return TestClient(create_app(store, judges={"scripted": judge}))
+
+
+def _dump(passages: list[Any]) -> list[dict[str, Any]]:
+    return [p.model_dump(mode="json") for p in passages]
+
+
+def test_rerank_endpoint(store: SqlStore) -> None:
+    passages = [{"passage_id": f"p{i}", "text": f"passage {i} about vitamin D doses"} for i in range(4)]
+    client = _client(store, ScriptedJudge([rank_reply(["p2", "p0"])]))
+    response = client.post(
+        "/rerank",
+        json={"query": "vitamin D", "passages": passages, "judge": "scripted", "strategy": "allpairs", "top_k": 2},
+    )
+    assert response.status_code == 200, response.text
+    ranked = response.json()["ranked_passages"]
+    assert [r["passage_id"] for r in ranked[:2]] == ["p2", "p0"]
+    assert sorted(r["rank"] for r in ranked) == list(range(1, len(ranked) + 1))
+
+
+def test_classify_endpoint(store: SqlStore) -> None:
+    client = _client(store, ScriptedJudge([cf.reply()]))
+    labels = [{"label": d.name, "description": d.description} for d in cf.TAXONOMY.labels]
+    response = client.post(
+        "/classify",
+        json={"input": cf.INPUT, "passages": _dump(cf.PASSAGES), "labels": labels, "judge": "scripted"},
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [c["label"] for c in body["classifications"]] == ["REFUND"]
+    assert body["source"] == "judge"
+
+
+def test_audit_endpoints_and_the_user_facing_decision(store: SqlStore) -> None:
+    replies = [af.reply(af.supported(), af.inferred(), af.contradicted())] * 2
+    client = _client(store, ScriptedJudge(replies))
+    request = {"answer": af.ANSWER, "passages": _dump(af.PASSAGES), "judge": "scripted"}
+    full = client.post("/audit", json=request)
+    assert full.status_code == 200, full.text
+    assert full.json()["decision"]["decision"] == "block"
+    decision = client.post("/audit/decision", json=request).json()
+    assert decision["decision"] == "block"
+    text = str(decision)
+    assert "raw_output" not in text and "explanation" not in text
