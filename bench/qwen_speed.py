@@ -1,0 +1,210 @@
+"""Speed of the embedded LLM judge ``local:qwen`` on the tier job, and what KV-prefix reuse saves.
+
+    python bench/qwen_speed.py [--queries 3] [--passages 10] [--batch 5] [--data PATH]
+
+For each of the first ``--queries`` TREC DL 2019 queries, the first ``--passages`` BM25
+candidates that have a text are tiered with the real tier job (batches of ``--batch``, cache
+off, one call at a time), twice:
+
+- with prefix reuse (the default): the KV cache is cleared before each query, so the first batch
+  evaluates its whole prompt and the later batches re-evaluate only what follows the shared
+  system text and query;
+- without: the KV cache is cleared before every call.
+
+Reported (medians over the queries): wall time per query, prompt tokens/s and generated
+tokens/s from llama.cpp's own counters, seconds per batch, first vs second batch of one query
+(prompt tokens evaluated and prompt-eval seconds), and the share of the job's wall time spent
+outside llama.cpp (preflight, validation, the audit log, threads). Figures go to
+docs/benchmarks.md, section ``qwen_speed``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evidex.harness.runner import HarnessSettings
+from evidex.jobs.tier import atier
+from evidex.judges._qwen import CallTiming, QwenJudge, QwenOptions
+from evidex.store import open_store
+from evidex.types import Passage
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _report import command_line, write_section
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "data"
+
+
+@dataclass
+class Run:
+    """One query tiered once in one mode."""
+
+    wall_s: float
+    busy_s: float
+    calls: list[CallTiming] = field(default_factory=list)
+    judge_calls: int = 0
+    fallbacks: int = 0
+
+
+def load_queries(data: Path, n_queries: int, n_passages: int) -> list[tuple[str, list[Passage]]]:
+    folder = data / "trec-dl-2019"
+    queries = dict(
+        line.split("\t", 1) for line in (folder / "queries.tsv").read_text().splitlines() if line
+    )
+    texts: dict[str, str] = {}
+    with (folder / "passages.jsonl").open(encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            texts[str(row["pid"])] = row["text"]
+    ranked: dict[str, list[str]] = {}
+    for line in (folder / "bm25_top100.run").read_text().splitlines():
+        qid, _, pid, *_ = line.split()
+        if pid in texts:
+            ranked.setdefault(qid, []).append(pid)
+    picked = []
+    for qid in sorted(q for q in ranked if len(ranked[q]) >= n_passages)[:n_queries]:
+        passages = [Passage(passage_id=p, text=texts[p]) for p in ranked[qid][:n_passages]]
+        picked.append((queries[qid].strip(), passages))
+    return picked
+
+
+async def tier_once(
+    judge: QwenJudge, query: str, passages: Sequence[Passage], batch: int, store_url: str
+) -> Run:
+    calls: list[CallTiming] = []
+    judge.on_timing = calls.append
+    judge.reset_cache()
+    busy_before = judge.busy_s
+    settings = HarnessSettings(max_concurrency=1, use_cache=False, timeout_s=600)
+    started = time.perf_counter()
+    result = await atier(
+        query, passages, judge=judge, store=store_url, batch_size=batch, settings=settings
+    )
+    wall = time.perf_counter() - started
+    return Run(
+        wall_s=wall,
+        busy_s=judge.busy_s - busy_before,
+        calls=calls,
+        judge_calls=result.judge_calls,
+        fallbacks=sum(a.source == "fallback" for a in result.classifications),
+    )
+
+
+def rate(tokens: Sequence[int], seconds: Sequence[float]) -> float:
+    return sum(tokens) / max(1e-9, sum(seconds))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--queries", type=int, default=3)
+    parser.add_argument("--passages", type=int, default=10)
+    parser.add_argument("--batch", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=None, help="default: the judge's")
+    args = parser.parse_args(argv)
+
+    picked = load_queries(args.data, args.queries, args.passages)
+    reuse = QwenJudge(options=QwenOptions(reuse_prefix=True, n_threads=args.threads))
+    fresh = QwenJudge(options=QwenOptions(reuse_prefix=False, n_threads=args.threads))
+    args.threads = reuse.n_threads
+    load_before = os.getloadavg()[0]
+    load_started = time.perf_counter()
+    reuse.count_tokens("warm up")  # joins the weights if needed and loads the model
+    load_s = time.perf_counter() - load_started
+
+    runs: dict[str, list[Run]] = {"reuse": [], "no reuse": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        store_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
+        open_store(store_url).close()
+        for i, (query, passages) in enumerate(picked, 1):
+            for mode, judge in (("reuse", reuse), ("no reuse", fresh)):
+                run = asyncio.run(tier_once(judge, query, passages, args.batch, store_url))
+                runs[mode].append(run)
+                print(
+                    f"query {i}/{len(picked)} {mode:8s}: {run.wall_s:6.1f} s, "
+                    f"{run.judge_calls} calls, {run.fallbacks} fallbacks, evaluated "
+                    f"{[c.prompt_evaluated for c in run.calls]} of "
+                    f"{[c.prompt_tokens for c in run.calls]} prompt tokens",
+                    flush=True,
+                )
+
+    args.load = (load_before, os.getloadavg()[0])
+    body = report(runs, args, load_s)
+    print(body)
+    write_section(
+        "qwen_speed", "local:qwen speed (tier job, KV-prefix reuse)", body, command_line()
+    )
+    return 0
+
+
+def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) -> str:
+    med = statistics.median
+    all_calls = [c for mode in runs.values() for r in mode for c in r.calls]
+    reuse, fresh = runs["reuse"], runs["no reuse"]
+    firsts = [r.calls[0] for r in reuse if len(r.calls) >= 2]
+    seconds = [r.calls[1] for r in reuse if len(r.calls) >= 2]
+    wall_reuse, wall_fresh = med([r.wall_s for r in reuse]), med([r.wall_s for r in fresh])
+    overhead = [1 - r.busy_s / r.wall_s for r in reuse + fresh]
+    prompt_rate = rate(
+        [c.prompt_evaluated for c in all_calls], [c.prompt_eval_s for c in all_calls]
+    )
+    gen_rate = rate([c.completion_tokens for c in all_calls], [c.generation_s for c in all_calls])
+    rows = [
+        "| figure | value |",
+        "|---|---|",
+        f"| queries × passages (batch size) | {len(reuse)} × {args.passages} ({args.batch}) |",
+        f"| llama.cpp threads; 1-min load average before / after | {args.threads}; "
+        f"{args.load[0]:.1f} / {args.load[1]:.1f} |",
+        f"| model load (join/verify + mmap), first call of the process | {load_s:.1f} s |",
+        f"| prompt tokens/s (llama.cpp counters, all calls) | {prompt_rate:.1f} |",
+        f"| generated tokens/s (all calls) | {gen_rate:.1f} |",
+        f"| median seconds per batch of {args.batch} (one call, reuse on) | "
+        f"{med([c.wall_s for r in reuse for c in r.calls]):.1f} |",
+        f"| median prompt / generated tokens per call | "
+        f"{med([c.prompt_tokens for c in all_calls]):.0f} / "
+        f"{med([c.completion_tokens for c in all_calls]):.0f} |",
+    ]
+    if firsts:
+        rows += [
+            f"| first batch of a query: prompt tokens evaluated, prompt-eval s (median) | "
+            f"{med([c.prompt_evaluated for c in firsts]):.0f}, "
+            f"{med([c.prompt_eval_s for c in firsts]):.1f} s |",
+            f"| second batch (prefix reused): prompt tokens evaluated, prompt-eval s | "
+            f"{med([c.prompt_evaluated for c in seconds]):.0f}, "
+            f"{med([c.prompt_eval_s for c in seconds]):.1f} s |",
+            f"| tokens reused by the second batch (shared prefix) | "
+            f"{med([c.prompt_tokens - c.prompt_evaluated for c in seconds]):.0f} |",
+        ]
+    rows += [
+        f"| wall per query, {args.passages} passages, with reuse (median) | {wall_reuse:.1f} s |",
+        f"| wall per query without reuse (median) | {wall_fresh:.1f} s |",
+        f"| speed-up from prefix reuse | {wall_fresh / wall_reuse:.2f}× |",
+        f"| share of wall time outside llama.cpp (median, max) | "
+        f"{100 * med(overhead):.2f} %, {100 * max(overhead):.2f} % |",
+        f"| judge calls with / without reuse (re-asks included) | "
+        f"{sum(r.judge_calls for r in reuse)} / {sum(r.judge_calls for r in fresh)} |",
+        f"| fallback passages with / without reuse | "
+        f"{sum(r.fallbacks for r in reuse)} / {sum(r.fallbacks for r in fresh)} |",
+    ]
+    note = (
+        "\n\nThe with/without wall times come from runs made one after the other; on a machine "
+        "shared with other work their ratio follows the load as much as the reuse (see the load "
+        "averages above). The token counts are load-independent: the prompt-eval rows say what "
+        "the reuse saves, and a re-ask re-evaluates only its appended note because its prompt "
+        "starts with the previous exchange."
+    )
+    return "\n".join(rows) + note
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
