@@ -26,7 +26,9 @@ def resolve_judge(judge: Judge | str | None, job: str, **options: Any) -> Judge:
     from evidex.judges import get_judge
 
     if judge is None:
-        judge = DEFAULT_JUDGES[job]
+        from evidex.config import load_settings
+
+        judge = load_settings().judges[job]
     if isinstance(judge, str):
         judge = get_judge(judge, **options)
     if not judge.supports(job):

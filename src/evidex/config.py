@@ -1,0 +1,108 @@
+"""Settings: explicit arguments > environment > config file > defaults.
+
+The file is TOML, at ``EVIDEX_CONFIG`` or ``config.toml`` in the user config dir::
+
+    db = "postgresql+psycopg://evidex@db/evidex"
+    timeout_s = 60
+    max_concurrency = 8
+
+    [judges]
+    tier = "openai:gpt-4o-mini"
+
+Environment variables: ``EVIDEX_DB``, ``EVIDEX_TIMEOUT_S``, ``EVIDEX_MAX_CONCURRENCY``,
+``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``). An unknown key in the file is
+an error, not a silent default.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evidex.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+__all__ = ["Settings", "load_settings"]
+
+JOBS = ("tier", "rerank", "classify", "audit")
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    db: str | None = None
+    timeout_s: float = Field(default=120.0, gt=0)
+    max_concurrency: int = Field(default=4, ge=1)
+    judges: dict[str, str] = Field(
+        default_factory=lambda: {
+            "tier": "local:minilm",
+            "rerank": "local:minilm",
+            "classify": "local:qwen",
+            "audit": "local:qwen",
+        }
+    )
+
+
+def _config_path() -> Path:
+    configured = os.environ.get("EVIDEX_CONFIG")
+    if configured:
+        return Path(configured).expanduser()
+    import platformdirs
+
+    return Path(platformdirs.user_config_dir("evidex")) / "config.toml"
+
+
+def _from_file(path: Path) -> dict[str, Any]:
+    if not path.exists():
+        if os.environ.get("EVIDEX_CONFIG"):
+            raise ConfigError(f"{path}: EVIDEX_CONFIG names a file that does not exist")
+        return {}
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read the configuration: {exc}") from exc
+
+
+def _from_env() -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    env = os.environ
+    if env.get("EVIDEX_DB"):
+        db = env["EVIDEX_DB"]
+        values["db"] = db if "://" in db else f"sqlite:///{Path(db).expanduser()}"
+    for key, name in (("timeout_s", "EVIDEX_TIMEOUT_S"), ("max_concurrency", "EVIDEX_MAX_CONCURRENCY")):
+        if env.get(name):
+            values[key] = env[name]
+    judges = {job: env[f"EVIDEX_JUDGE_{job.upper()}"] for job in JOBS if env.get(f"EVIDEX_JUDGE_{job.upper()}")}
+    if judges:
+        values["judges"] = judges
+    return values
+
+
+def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
+    """Merge the layers; ``overrides`` (explicit arguments) win, ``None`` values are ignored."""
+    defaults = Settings()
+    layers = [_from_file(Path(path) if path else _config_path()), _from_env()]
+    layers.append({k: v for k, v in overrides.items() if v is not None})
+    merged: dict[str, Any] = {}
+    judges = dict(defaults.judges)
+    for layer in layers:
+        for key, value in layer.items():
+            if key == "judges" and isinstance(value, dict):
+                unknown = set(value) - set(JOBS)
+                if unknown:
+                    raise ConfigError(f"unknown job(s) in judges: {sorted(unknown)}; jobs are {list(JOBS)}")
+                judges.update(value)
+            else:
+                merged[key] = value
+    try:
+        return Settings(**merged, judges=judges)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid settings: {exc}") from exc
