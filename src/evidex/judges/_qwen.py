@@ -19,6 +19,8 @@ Why this shape:
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
 import functools
 import json
 import logging
@@ -95,6 +97,20 @@ class _Loaded:
 
 _MODELS: dict[tuple[str, int, int], _Loaded] = {}
 _MODELS_LOCK = threading.Lock()
+
+
+def _close_models() -> None:
+    """Free the models while the interpreter is still whole: left to garbage collection at
+    shutdown, llama-cpp-python's destructor runs after its own helpers are torn down and prints
+    an ignored ``TypeError``."""
+    with _MODELS_LOCK:
+        for loaded in _MODELS.values():
+            with contextlib.suppress(Exception):
+                loaded.llama.close()
+        _MODELS.clear()
+
+
+atexit.register(_close_models)
 
 
 class QwenJudge(Judge):
