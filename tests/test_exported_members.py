@@ -14,7 +14,7 @@ def test_all_exports_exist() -> None:
 def test_no_public_name_outside_all() -> None:
     public = {n for n in dir(evidex) if not n.startswith("_")}
     modules = {"errors", "harness", "jobs", "judges", "judging", "store", "tasks", "types",
-               "taxonomy", "preflight", "evaluate", "service", "cli"}
+               "taxonomy", "preflight", "evaluate", "service", "cli", "config"}
     assert public - set(evidex.__all__) - modules == set()
 
 
