@@ -345,3 +345,22 @@ def test_harness_call_directly_returns_outcome(store: SqlStore, passages: list[P
     outcome = asyncio.run(harness.call(TierStep(), TierBatch("q", tuple(passages)), ctx))
     assert outcome.source == "judge" and outcome.judge_calls == 1
     assert outcome.usage.prompt_tokens == 100
+
+
+def test_judge_own_concurrency_limit_wins(store: SqlStore) -> None:
+    passages = [Passage(passage_id=f"j{i}", text=f"passage {i} on vitamin D") for i in range(20)]
+    active = peak = 0
+
+    class SerialJudge(ScriptedJudge):
+        max_concurrency = 1
+
+        async def complete(self, request: JudgeRequest) -> evidex.JudgeReply:
+            nonlocal active, peak
+            active += 1
+            peak = max(peak, active)
+            await asyncio.sleep(0.01)
+            active -= 1
+            return evidex.JudgeReply(text=json.dumps(tier_reply(request)))
+
+    _run(SerialJudge(), store, passages, batch_size=5, settings=HarnessSettings(max_concurrency=4, backoff_s=0))
+    assert peak == 1

@@ -163,7 +163,13 @@ class Harness:
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[Outcome[V]]:
         """Run every batch with bounded concurrency; outcomes come back in input order."""
-        semaphore = asyncio.Semaphore(max(1, self.settings.max_concurrency))
+        # A judge that serialises calls itself (one in-process model) says so with its own
+        # ``max_concurrency``; queueing more would only let their timeouts run while waiting.
+        limit = self.settings.max_concurrency
+        judge_limit = getattr(self.judge, "max_concurrency", None)
+        if isinstance(judge_limit, int) and judge_limit > 0:
+            limit = min(limit, judge_limit)
+        semaphore = asyncio.Semaphore(max(1, limit))
         done = 0
 
         async def one(index: int, batch: B) -> Outcome[V]:
