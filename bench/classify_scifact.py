@@ -34,6 +34,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _options import add_option_flag, judge_options
 from _report import write_section
 from evidex._text import contains_verbatim, extract_json_object
 from evidex.evaluate.metrics import (
@@ -172,17 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample", type=int, default=30, help="claims to classify")
     parser.add_argument("--seed", type=int, default=13)
     parser.add_argument("--judge", default="local:qwen")
-    parser.add_argument(
-        "--option",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="judge option, repeatable (e.g. n_threads=1 for local:qwen); VALUE is read as JSON "
-        "when it parses, else as text",
-    )
+    add_option_flag(parser)
     parser.add_argument("--no-write", action="store_true", help="print, do not touch the docs")
     args = parser.parse_args(argv)
-    options = dict(_option(text) for text in args.option)
+    options = judge_options(args.option)
 
     items = load_items(args.data)
     sample = stratified_sample(items, min(args.sample, len(items)), args.seed)
@@ -257,16 +251,6 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         write_section("classify_scifact", "classify on SciFact", _body(figures, matrix))
     return 0
-
-
-def _option(text: str) -> tuple[str, Any]:
-    key, sep, value = text.partition("=")
-    if not sep or not key:
-        raise SystemExit(f"--option needs KEY=VALUE, got {text!r}")
-    try:
-        return key, json.loads(value)
-    except ValueError:
-        return key, value
 
 
 def _body(f: dict[str, Any], matrix: Any) -> str:

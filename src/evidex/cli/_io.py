@@ -210,11 +210,6 @@ def explain_passage_error(exc: ValidationError) -> str:
     return "; ".join(problems)
 
 
-# The first names of these two helpers, kept for callers written against them.
-_read_lines = read_lines
-_explain = explain_passage_error
-
-
 # ---------------------------------------------------------------------------- judge and store
 
 

@@ -22,11 +22,11 @@ from evidex.cli._io import (
     OutputOpt,
     RiskOpt,
     VerboseOpt,
-    _explain,
-    _read_lines,
+    explain_passage_error,
     make_judge,
     open_db,
     progress,
+    read_lines,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
@@ -52,7 +52,7 @@ def read_context(path: str | Path) -> list[Passage]:
     """Passages from JSONL: an object a line (``passage_id``/``id`` optional, ``text``, ``title``,
     ``url`` ...) or a bare JSON string a line. A missing id becomes ``passage-N``, N being the
     passage's position, so ids match what the generator was shown."""
-    name, lines = _read_lines(path)
+    name, lines = read_lines(path)
     passages: list[Passage] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -75,7 +75,7 @@ def _passage(data: Any, position: int, where: str) -> Passage:
     try:
         return Passage.model_validate(data)
     except ValidationError as exc:
-        raise InputError(_explain(exc), where=where) from exc
+        raise InputError(explain_passage_error(exc), where=where) from exc
 
 
 def json_at(line: str, where: str) -> Any:
@@ -88,7 +88,7 @@ def json_at(line: str, where: str) -> Any:
 def read_answers(path: str | Path) -> list[AnswerInput]:
     """Answers from JSONL, one object a line: ``answer`` (required), ``answer_id``,
     ``question``, ``passages`` (a list of passage objects or strings), ``claims``."""
-    name, lines = _read_lines(path)
+    name, lines = read_lines(path)
     answers: list[AnswerInput] = []
     for lineno, line in enumerate(lines, 1):
         if not line.strip():
@@ -106,7 +106,7 @@ def read_answers(path: str | Path) -> list[AnswerInput]:
         try:
             answers.append(AnswerInput.model_validate(data))
         except ValidationError as exc:
-            raise InputError(_explain(exc), where=where) from exc
+            raise InputError(explain_passage_error(exc), where=where) from exc
     if not answers:
         raise InputError(
             "no answers: the file is empty (expected one JSON object a line)", where=name
@@ -260,7 +260,7 @@ def _inputs(
             "give the answer with exactly one of --answer or --answer-file (or --batch)"
         )
     if answer_file is not None:
-        _, lines = _read_lines(answer_file)
+        _, lines = read_lines(answer_file)
         answer = "\n".join(lines)
     if not (answer or "").strip():
         raise InputError("the answer is empty", where=str(answer_file or "--answer"))
