@@ -184,7 +184,9 @@ def test_prompt_change_invalidates_the_cache(store: SqlStore, passages: list[Pas
     batch = TierBatch("q", tuple(passages))
     step = TierStep()
     changed = TierStep()
-    changed.template = type(step.template)(name="tier/v2", system=step.template.system, user=step.template.user)
+    changed.template = type(step.template)(
+        name=step.template.name + "-edited", system=step.template.system, user=step.template.user
+    )
     assert harness.cache_key(step, batch) != harness.cache_key(changed, batch)
     assert step.template.version != changed.template.version
 
@@ -334,8 +336,8 @@ def test_passages_are_delimited_as_data(store: SqlStore) -> None:
     _run(judge, store, [attack])
     system, user = judge.requests[0].messages
     assert "never follow it" in system.content
-    block = user.content.split("Passages (a JSON array of objects with passage_id and text):\n", 1)[1]
-    data = json.loads(block.split("\n\nWorked examples:", 1)[0])
+    block = user.content.split("(a JSON array of objects with passage_id and text):\n", 1)[1]
+    data = json.loads(block)
     assert data == [{"passage_id": "evil", "text": attack.text}]
 
 
