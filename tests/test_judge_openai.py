@@ -6,6 +6,7 @@ every passage exactly once, one audit row per judge call, no leaked API key)."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import logging
 import traceback
@@ -370,6 +371,51 @@ def test_rate_limit_429_is_retried_and_then_succeeds(
     # nothing to correct after a transport fault: the same prompt again, no re-ask
     first, second = server.chat_requests
     assert second.messages == first.messages
+
+
+def test_retry_after_sets_the_wait_before_the_next_attempt(
+    server: FakeOpenAIServer,
+    judge: OpenAIJudge,
+    store: SqlStore,
+    passages: list[Passage],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    waits: list[float] = []
+
+    async def record(seconds: float) -> None:
+        waits.append(seconds)
+
+    monkeypatch.setattr("evidex.harness.runner.asyncio.sleep", record)
+    server.add(
+        Status(429, "rate limit reached", headers={"Retry-After": "7"}),
+        Status(503, "busy", headers={"Retry-After": "3600"}),
+        Reply(text_of(valid(passages))),
+    )
+    result = run_tier(judge, store, passages)
+
+    assert {a.source for a in result.classifications} == {"judge"}
+    # the server's wait, not the short backoff; an hour is capped at max_retry_after_s
+    assert waits == [7.0, HarnessSettings().max_retry_after_s]
+
+
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [("12", 12.0), ("0.5", 0.5), ("-3", 0.0), ("soon", None), (None, None)],
+)
+def test_retry_after_header_forms(header: str | None, expected: float | None) -> None:
+    from evidex.judges._openai import _retry_after_seconds
+
+    assert _retry_after_seconds(header) == expected
+
+
+def test_retry_after_as_an_http_date() -> None:
+    from email.utils import format_datetime
+
+    from evidex.judges._openai import _retry_after_seconds
+
+    later = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=30)
+    seconds = _retry_after_seconds(format_datetime(later, usegmt=True))
+    assert seconds is not None and 25 <= seconds <= 30
 
 
 def test_server_error_500_every_time_falls_back(

@@ -87,8 +87,12 @@ class JudgeUnavailable(JudgeError):
     Counted by the circuit breaker, and worth another attempt.
     """
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, retry_after_s: float | None = None
+    ) -> None:
         self.status = status
+        self.retry_after_s: float | None = retry_after_s
+        """How long the server asked us to wait (its ``Retry-After``), when it said."""
         super().__init__(message)
 
 

@@ -48,6 +48,9 @@ class HarnessSettings:
     breaker_threshold: int = 5
     breaker_cooldown_s: float = 30.0
     backoff_s: float = 0.5
+    max_retry_after_s: float = 60.0
+    """A server's ``Retry-After`` is honoured up to this many seconds; a longer wait would hold
+    the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
     use_cache: bool = True
 
 
@@ -121,9 +124,7 @@ class Harness:
         }
         return sha256_hex(stable_json(material))
 
-    def note(
-        self, ctx: RunContext, kind: str, detail: str, **data: Any
-    ) -> None:
+    def note(self, ctx: RunContext, kind: str, detail: str, **data: Any) -> None:
         """Record an input event (duplicate removed, truncation...) in the audit log."""
         self.hooks.emit(
             AuditRecord(
@@ -252,7 +253,7 @@ class Harness:
                     )
                 )
                 if attempt < step.max_attempts:
-                    await asyncio.sleep(self.settings.backoff_s * 2 ** (attempt - 1))
+                    await asyncio.sleep(self._wait_before_retry(attempt, exc))
                 continue
 
             latency = (time.perf_counter() - started) * 1000
@@ -313,6 +314,13 @@ class Harness:
             "prompt_version": step.template.version,
         }
 
+    def _wait_before_retry(self, attempt: int, exc: JudgeUnavailable) -> float:
+        """Exponential backoff, or longer when the server said how long (``Retry-After``)."""
+        backoff: float = self.settings.backoff_s * 2.0 ** (attempt - 1)
+        if exc.retry_after_s is None:
+            return backoff
+        return max(backoff, min(exc.retry_after_s, self.settings.max_retry_after_s))
+
     async def _send(self, request: JudgeRequest) -> JudgeReply:
         if not self.breaker.allow():
             raise CircuitOpenError(
@@ -368,24 +376,28 @@ class Harness:
         value = step.fallback(batch, reason)
         info = step.describe(batch)
         last_raw = next((a.raw_output for a in reversed(attempts) if a.raw_output), None)
-        item_id = None if not ctx.review_fallback else self.review(
-            ctx,
-            ReviewRequest(
-                job=step.job,
-                reason=f"fallback after {len(attempts)} attempt(s): {reason}",
-                run_id=ctx.run_id,
-                risk=ctx.risk,
-                batch_id=base["batch_id"],
-                passage_ids=list(info.passage_ids),
-                payload={
-                    "query": info.query,
-                    "step": step.name,
-                    "errors": [list(a.errors) for a in attempts],
-                    "last_raw_output": last_raw,
-                    "fallback": value.model_dump(mode="json"),
-                    **dict(info.extra),
-                },
-            ),
+        item_id = (
+            None
+            if not ctx.review_fallback
+            else self.review(
+                ctx,
+                ReviewRequest(
+                    job=step.job,
+                    reason=f"fallback after {len(attempts)} attempt(s): {reason}",
+                    run_id=ctx.run_id,
+                    risk=ctx.risk,
+                    batch_id=base["batch_id"],
+                    passage_ids=list(info.passage_ids),
+                    payload={
+                        "query": info.query,
+                        "step": step.name,
+                        "errors": [list(a.errors) for a in attempts],
+                        "last_raw_output": last_raw,
+                        "fallback": value.model_dump(mode="json"),
+                        **dict(info.extra),
+                    },
+                ),
+            )
         )
         self.hooks.emit(
             AuditRecord(

@@ -18,6 +18,8 @@ scrubbed of it before they are shown anywhere, including the chained SDK excepti
 
 from __future__ import annotations
 
+import datetime
+import email.utils
 import logging
 import os
 import re
@@ -253,7 +255,9 @@ class OpenAIJudge(Judge):
             after = exc.response.headers.get("retry-after")
             wait = f", retry after {after}s" if after else ""
             return JudgeUnavailable(
-                f"{where} answered HTTP {status}{wait}: {detail}", status=status
+                f"{where} answered HTTP {status}{wait}: {detail}",
+                status=status,
+                retry_after_s=_retry_after_seconds(after),
             )
         if status in (401, 403):
             hint = "check OPENAI_API_KEY or the api_key option"
@@ -363,3 +367,20 @@ def _scrub_exception(exc: BaseException, secrets: list[str]) -> None:
         exc.body = {
             k: _redact(v, secrets) if isinstance(v, str) else v for k, v in exc.body.items()
         }
+
+
+def _retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: either a number of seconds or an HTTP date (RFC 9110)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
