@@ -61,3 +61,16 @@ def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[..., list[ScriptedJudg
         return built
 
     return install
+
+
+@pytest.fixture(scope="session")
+def qwen() -> Any:
+    """The real embedded LLM judge (one model per process); skipped without the llm extra."""
+    pytest.importorskip("llama_cpp", reason="the llm extra is not installed (llama-cpp-python)")
+    from evidex.errors import MissingExtraError
+    from evidex.judges._qwen import QwenJudge
+
+    try:
+        return QwenJudge()
+    except MissingExtraError as exc:
+        pytest.skip(f"the llm extra is incomplete: {exc}")

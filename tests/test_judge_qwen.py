@@ -9,7 +9,6 @@ import json
 import os
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -195,18 +194,6 @@ def test_thread_count_comes_from_the_environment_or_the_machine(
 
 
 # --------------------------------------------------------------------------- the real model
-
-
-@pytest.fixture(scope="module")
-def qwen() -> Iterator[Any]:
-    pytest.importorskip("llama_cpp", reason="the llm extra is not installed (llama-cpp-python)")
-    from evidex.judges._qwen import QwenJudge
-
-    try:
-        judge = QwenJudge()
-    except MissingExtraError as exc:
-        pytest.skip(f"the llm extra is incomplete: {exc}")
-    yield judge
 
 
 def _ask(judge: Any, request: JudgeRequest) -> str:
@@ -417,3 +404,54 @@ def test_reply_cut_off_at_the_token_limit_is_re_asked(qwen: Any, store: Any) -> 
     first = outcome.attempts[0]
     assert first.raw_output is not None and any("truncated" in e for e in first.errors)
     assert outcome.source == "judge" and outcome.value.answer
+
+
+# One real run of every job with the embedded LLM judge: the replies must pass the same
+# validation as any judge's, and on questions this plain the grades must be right.
+
+QUESTION = "How tall is the Eiffel Tower?"
+
+
+@pytest.mark.slow
+def test_real_rerank_puts_the_answer_first(qwen: Any, store: Any) -> None:
+    from evidex.jobs.rerank import rerank
+
+    reversed_order = list(reversed(PASSAGES))  # the answer comes last in retrieval order
+    result = rerank(QUESTION, reversed_order, strategy="listwise", judge=qwen, store=store)
+    assert result.source == "judge", result.reason
+    assert result.ids()[0] == "a1"
+    assert sorted(result.ids()) == ["a1", "b2", "c3"]
+    assert all(r.justification.strip() for r in result.ranked_passages)
+
+
+@pytest.mark.slow
+def test_real_classify_cites_the_passage_that_supports_the_claim(qwen: Any, store: Any) -> None:
+    from evidex.jobs.classify import classify
+
+    taxonomy = {
+        "SUPPORT": "The passages state that the claim is true.",
+        "CONTRADICT": "The passages state something that makes the claim false.",
+        "NOT_ENOUGH_INFO": "The passages say nothing that settles the claim.",
+    }
+    claim = "The Eiffel Tower is 330 metres tall."
+    result = classify(claim, PASSAGES, taxonomy, judge=qwen, store=store)
+    assert result.source == "judge", result.reason
+    assert [c.label for c in result.classifications] == ["SUPPORT"]
+    quotes = result.classifications[0].supporting_evidence
+    assert quotes and {q.passage_id for q in quotes} == {"a1"}
+
+
+@pytest.mark.slow
+def test_real_audit_flags_the_claim_no_passage_supports(qwen: Any, store: Any) -> None:
+    from evidex.jobs.audit import audit
+
+    answer = "The Eiffel Tower is 330 metres tall. It was painted gold in 2020."
+    result = audit(answer, PASSAGES, question=QUESTION, judge=qwen, store=store)
+    assert result.source == "judge", result.reason
+    assert all(answer[c.start : c.end] == c.claim_text for c in result.claims)
+    height = [c for c in result.claims if "330" in c.claim_text]
+    gold = [c for c in result.claims if "gold" in c.claim_text]
+    assert height and height[0].classification == "fully_supported"
+    assert height[0].supporting_context_ids == ["a1"]
+    assert gold and gold[0].classification in {"unsupported", "inferred"}
+    assert result.decision.decision != "publish"

@@ -562,7 +562,9 @@ class ClassifyStep(_GradingMixin):
                 "additionalProperties": False,
             },
             payload=payload,
-            max_tokens=min(4096, 200 + 220 * len(batch.claims)),
+            # A claim may cite several long quotes; a reply cut off costs a re-ask, a larger limit
+            # costs nothing when unused.
+            max_tokens=min(4096, 400 + 320 * len(batch.claims)),
         )
 
     def validate(self, batch: ClaimBatch, data: Any) -> ClaimsValue:
