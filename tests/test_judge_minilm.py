@@ -16,12 +16,15 @@ import numpy as np
 import pytest
 
 from evidex.errors import ConfigError, MissingExtraError
+from evidex.jobs.rerank import RerankResult, rerank
 from evidex.jobs.tier import tier
 from evidex.judges import _minilm, get_judge
 from evidex.judges._minilm import (
     MAX_SEQ_LEN,
     MiniLMJudge,
+    MiniLMOptions,
     Thresholds,
+    bm25_pool_scores,
     sentence_spans,
 )
 from evidex.judging import JudgeRequest
@@ -400,3 +403,98 @@ def test_all_threshold_fit_recovers_a_monotone_signal() -> None:
     assert model.weights[0] > 5 * abs(model.weights[1])
     plain, linear = fit.kappas(truth, model.levels(x))
     assert plain > 0.9 and linear > 0.9
+
+
+# ------------------------------------------------------------------ BM25 fusion (rerank)
+
+ROUTER_QUERY = "how do I reset a Netgear R7000 router"
+ROUTER_POOL = {
+    "tplink": "To reset a TP-Link Archer router, hold the reset button for ten seconds until the "
+    "lights flash.",
+    "r7000": "Netgear R7000: press the pinhole button on the back for 7 seconds.",
+    "packets": "Routers forward packets between networks.",
+    "admin": "A router's admin page shows the firmware version.",
+}
+
+
+def _router_rerank(store: SqlStore, **options: Any) -> RerankResult:
+    items = [Passage(passage_id=k, text=v) for k, v in ROUTER_POOL.items()]
+    judge = get_judge("local:minilm", **options)
+    return rerank(ROUTER_QUERY, items, judge=judge, store=store, strategy="pointwise")
+
+
+@pytest.mark.slow
+def test_bm25_fusion_lifts_the_passage_that_names_the_model(store: SqlStore) -> None:
+    """The encoder prefers the other brand's reset recipe; BM25 over the pool sees that only
+    one passage names the Netgear R7000, and fusion puts it first, saying why."""
+    plain = _router_rerank(store)
+    fused = _router_rerank(store, bm25_weight=0.5)
+    assert plain.ids()[0] == "tplink" and fused.ids()[0] == "r7000"
+    assert plain.source == fused.source == "judge"
+    top = fused.ranked_passages[0]
+    assert top.justification.startswith(
+        "heuristic (MiniLM cosine fused with BM25 over the 4 candidates, BM25 weight 0.5)"
+    )
+    assert top.relevance_score is not None and 0 <= top.relevance_score <= 1
+    assert fused.ranked_passages[-1].relevance_score == 0.0  # min-max: the pool's lowest
+    assert plain.ranked_passages[0].justification.startswith("heuristic (MiniLM cosine)")
+
+
+@pytest.mark.slow
+def test_bm25_weight_zero_is_no_fusion(store: SqlStore, judge: MiniLMJudge) -> None:
+    plain, zero = _router_rerank(store), _router_rerank(store, bm25_weight=0)
+    assert zero.ids() == plain.ids()
+    assert [r.relevance_score for r in zero.ranked_passages] == [
+        r.relevance_score for r in plain.ranked_passages
+    ]
+    assert zero.source == "cache"  # same cache key: the option at 0 changes nothing
+    assert get_judge("local:minilm", bm25_weight=0).fingerprint() == judge.fingerprint()
+    fused = get_judge("local:minilm", bm25_weight=0.25)
+    assert fused.fingerprint()["bm25"]["weight"] == 0.25
+    assert "BM25 weight 0.25" in fused.model_version
+
+
+@pytest.mark.slow
+def test_bm25_fusion_in_the_native_ranking_reply() -> None:
+    """allpairs/listwise requests are ranked from the same pool scores."""
+    request = JudgeRequest(
+        job="rerank",
+        step="rerank",
+        messages=(),
+        schema={},
+        payload={
+            "query": ROUTER_QUERY,
+            "passages": [{"passage_id": k, "text": v} for k, v in ROUTER_POOL.items()],
+        },
+    )
+    judge = MiniLMJudge(options=MiniLMOptions(bm25_weight=0.5))
+    ranked = _answer(judge, request)["ranked_passages"]
+    assert [r["passage_id"] for r in ranked][:2] == ["r7000", "tplink"]
+    assert "fused with BM25" in ranked[0]["justification"]
+
+
+def test_bm25_pool_scores_without_words_left_are_zero() -> None:
+    texts = ["the cat sat on the mat", "dogs chase cats"]
+    assert bm25_pool_scores("what is it", texts).tolist() == [0.0, 0.0]  # stop words only
+    assert bm25_pool_scores("cat", ["the", "a"]).tolist() == [0.0, 0.0]
+    scores = bm25_pool_scores("mat", texts)
+    assert scores[0] > 0 and scores[1] == 0
+
+
+def test_missing_bm25s_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = _minilm.importlib.import_module
+
+    def fake(name: str, package: str | None = None) -> Any:
+        if name == "bm25s":
+            raise ImportError("No module named 'bm25s'")
+        return real(name, package)
+
+    monkeypatch.setattr(_minilm.importlib, "import_module", fake)
+    with pytest.raises(MissingExtraError, match=r"bm25_weight.*pip install 'evidex\[bm25\]'"):
+        get_judge("local:minilm", bm25_weight=0.3)
+    assert get_judge("local:minilm").fingerprint()  # without fusion bm25s is never imported
+
+
+def test_bm25_weight_outside_zero_one_is_rejected() -> None:
+    with pytest.raises(ConfigError, match="bm25_weight"):
+        get_judge("local:minilm", bm25_weight=1.5)

