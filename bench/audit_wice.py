@@ -35,6 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _options import add_option_flag, judge_options
 from _report import write_section
+from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS
 from evidex.evaluate.metrics import bootstrap_ci, confusion_matrix, label_f1, macro_f1
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs._common import resolve_judge, run_sync
@@ -43,13 +44,8 @@ from evidex.store import open_store
 from evidex.types import Passage
 
 ROOT = Path(__file__).resolve().parent.parent
-LABELS = ("supported", "partially_supported", "not_supported")
-TO_WICE = {
-    "fully_supported": "supported",
-    "partially_supported": "partially_supported",
-    "inferred": "not_supported",
-    "unsupported": "not_supported",
-}
+LABELS = WICE_LABELS
+TO_WICE = AUDIT_TO_WICE
 
 
 def load_claims(data: Path) -> list[dict[str, Any]]:

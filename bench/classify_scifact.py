@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _options import add_option_flag, judge_options
 from _report import write_section
-from evidex._text import contains_verbatim, extract_json_object
+from evidex.evaluate.classify import cited_passages, predicted_labels, raw_quote_counts
+from evidex.evaluate.datasets import SCIFACT_CONSTRAINTS, SCIFACT_LABELS, SCIFACT_TAXONOMY
 from evidex.evaluate.metrics import (
     accuracy,
     bootstrap_ci,
@@ -48,24 +48,12 @@ from evidex.harness.runner import HarnessSettings
 from evidex.jobs._common import resolve_judge, run_sync
 from evidex.jobs.classify import ClassifyInput, ClassifyResult, classify_many
 from evidex.store import open_store
-from evidex.taxonomy import Taxonomy
 from evidex.types import Passage
 
 ROOT = Path(__file__).resolve().parent.parent
-LABELS = ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
-TAXONOMY = Taxonomy.parse(
-    {
-        "SUPPORT": "The passages report findings showing that the claim is true.",
-        "CONTRADICT": "The passages report findings showing that the claim is false, or "
-        "state the opposite of the claim.",
-        "NOT_ENOUGH_INFO": "The passages neither show the claim true nor show it false: they "
-        "are about a neighbouring question or do not report the needed result.",
-    }
-)
-CONSTRAINTS = (
-    "The INPUT is a scientific claim and the passages are sentences of the abstracts it cites.",
-    "For NOT_ENOUGH_INFO, quote the sentence that comes closest to the claim.",
-)
+LABELS = SCIFACT_LABELS
+TAXONOMY = SCIFACT_TAXONOMY
+CONSTRAINTS = SCIFACT_CONSTRAINTS
 
 
 def load_items(data: Path) -> list[dict[str, Any]]:
@@ -131,40 +119,12 @@ def stratified_sample(items: list[dict[str, Any]], n: int, seed: int) -> list[di
 
 
 def predicted(result: ClassifyResult) -> str:
-    return result.labels[0] if result.labels and not result.unclassifiable else "NOT_ENOUGH_INFO"
+    """The scored label: an unclassifiable answer (a fallback too) counts as NOT_ENOUGH_INFO."""
+    return predicted_labels(result, "NOT_ENOUGH_INFO")[0]
 
 
 def cited(result: ClassifyResult) -> set[str]:
-    return {
-        e.passage_id
-        for a in result.classifications
-        if a.label != "NOT_ENOUGH_INFO"
-        for e in a.supporting_evidence
-    }
-
-
-def raw_quote_share(rows: Sequence[dict[str, Any]], texts: dict[str, str]) -> tuple[int, int]:
-    """(verbatim, total) quotes over the raw replies in audit rows, before validation."""
-    verbatim = total = 0
-    for row in rows:
-        if row["status"] not in ("ok", "invalid") or not row["raw_output"]:
-            continue
-        try:
-            data = extract_json_object(row["raw_output"])
-        except ValueError:
-            continue
-        for item in data.get("classifications") or []:
-            if not isinstance(item, dict):
-                continue
-            for key in ("supporting_evidence", "counter_evidence"):
-                for quote in item.get(key) or []:
-                    if not isinstance(quote, dict):
-                        continue
-                    total += 1
-                    text = texts.get(str(quote.get("passage_id")))
-                    q = quote.get("quoted_text")
-                    verbatim += bool(text and isinstance(q, str) and contains_verbatim(text, q))
-    return verbatim, total
+    return set(cited_passages(result, "NOT_ENOUGH_INFO"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     gold = [i["gold"] for i in sample]
     pred = [predicted(r) for r in results]
     citations = citation_scores([i["rationale"] for i in sample], [cited(r) for r in results])
-    verbatim, quotes = raw_quote_share(rows, texts)
+    verbatim, quotes = raw_quote_counts(rows, texts)
     calls = [r for r in rows if r["status"] in ("ok", "invalid", "error")]
     indices = list(range(len(sample)))
     acc_ci = bootstrap_ci(

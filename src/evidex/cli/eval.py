@@ -26,6 +26,7 @@ from evidex.evaluate.golden import write_jsonl
 from evidex.evaluate.registry import EvalOptions
 from evidex.evaluate.review_export import export_tier_reviews
 from evidex.evaluate.run import evaluate, score_predictions
+from evidex.taxonomy import Taxonomy
 from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = ["calibrate_command", "eval_command", "export_command", "gate_command"]
@@ -79,12 +80,20 @@ TiersOpt = Annotated[
 ]
 
 
-def _options(seed: int, tiers: Path | None, batch_size: int | None = None) -> EvalOptions:
+def _options(
+    seed: int, tiers: Path | None, batch_size: int | None = None, **job_options: Any
+) -> EvalOptions:
+    """Evaluation options; ``job_options`` (rerank strategy, classify taxonomy...) that were
+    not given are left out, so each evaluator applies its own defaults."""
     extra: dict[str, Any] = {}
     if tiers is not None:
         extra["tiers"] = TierScheme.from_file(tiers)
     if batch_size is not None:
         extra["batch_size"] = batch_size
+    taxonomy = job_options.pop("taxonomy", None)
+    if taxonomy is not None:
+        extra["taxonomy"] = Taxonomy.from_file(taxonomy)
+    extra.update({k: v for k, v in job_options.items() if v is not None and v is not False})
     return EvalOptions(seed=seed, extra=extra)
 
 
@@ -134,6 +143,52 @@ def eval_command(
             help="Tier batch size (5-15, default 10).",
         ),
     ] = None,
+    strategy: Annotated[
+        str | None,
+        typer.Option(
+            "--strategy",
+            metavar="NAME",
+            show_default=False,
+            help="rerank: allpairs, listwise, pairwise or pointwise (default pointwise).",
+        ),
+    ] = None,
+    top_n: Annotated[
+        int | None,
+        typer.Option(
+            "--top-n",
+            metavar="N",
+            show_default=False,
+            help="rerank: how many candidates to rerank (default 30; the rest keep their order).",
+        ),
+    ] = None,
+    top_k: Annotated[
+        int | None,
+        typer.Option(
+            "--top-k", metavar="K", show_default=False, help="rerank: top k (pairwise only)."
+        ),
+    ] = None,
+    taxonomy: Annotated[
+        Path | None,
+        typer.Option(
+            "--taxonomy",
+            metavar="FILE",
+            show_default=False,
+            help="classify: label definitions (YAML/JSON); default SciFact's for its labels.",
+        ),
+    ] = None,
+    multi_label: Annotated[
+        bool, typer.Option("--multi-label", help="classify: allow several labels per item.")
+    ] = False,
+    claims: Annotated[
+        str | None,
+        typer.Option(
+            "--claims",
+            metavar="MODE",
+            show_default=False,
+            help="audit: gold (give the job the gold claims), extract (let it find them) or "
+            "auto (gold for one-claim answers; the default).",
+        ),
+    ] = None,
     calibration: Annotated[
         Path | None,
         typer.Option(
@@ -153,9 +208,20 @@ def eval_command(
     ] = False,
     db: DbOpt = None,
 ) -> None:
-    """Evaluate a job against a golden set: kappa and its interval, confusion matrix, worst
-    disagreements. Writes report.json, report.md and predictions.jsonl; resumable."""
-    options = _options(seed, tiers, batch_size)
+    """Evaluate a job against a golden set (a JSONL file or a TREC DL, LLMJudge, WiCE or
+    SciFact folder): its figures with intervals, confusion matrix, worst disagreements.
+    Writes report.json, report.md and predictions.jsonl; resumable."""
+    options = _options(
+        seed,
+        tiers,
+        batch_size,
+        strategy=strategy,
+        top_n=top_n,
+        top_k=top_k,
+        taxonomy=taxonomy,
+        multi_label=multi_label,
+        claims=claims,
+    )
     if predictions is not None:
         report = score_predictions(
             job,
@@ -330,17 +396,23 @@ _register_export()
 def _summary(report: dict[str, Any], out: Path) -> None:
     console = Console(stderr=True)
     metrics = report["metrics"]
-    interval = report.get("intervals", {}).get("kappa", {})
-    line = f"kappa {_fmt(metrics.get('kappa'))}"
-    if interval.get("low") is not None and not math.isnan(interval["low"]):
-        line += f" (95% CI {interval['low']:.3f}-{interval['high']:.3f})"
-    if "bar" in report:
-        line += " meets" if report["bar"]["passed"] else " is below"
-        line += f" the {report['bar']['floor']} bar"
-    console.print(Text(line))
-    for key in ("kappa_linear", "kappa_quadratic", "accuracy", "macro_f1"):
+    if "kappa" in metrics:
+        interval = report.get("intervals", {}).get("kappa", {})
+        line = f"kappa {_fmt(metrics.get('kappa'))}"
+        if interval.get("low") is not None and not math.isnan(interval["low"]):
+            line += f" (95% CI {interval['low']:.3f}-{interval['high']:.3f})"
+        if "bar" in report:
+            line += " meets" if report["bar"]["passed"] else " is below"
+            line += f" the {report['bar']['floor']} bar"
+        console.print(Text(line))
+        shown = [k for k in ("kappa_linear", "kappa_quadratic", "accuracy", "macro_f1")]
+    else:
+        shown = list(metrics)
+    baseline = report.get("baseline", {})
+    for key in shown:
         if key in metrics:
-            console.print(Text(f"{key} {_fmt(metrics[key])}"))
+            extra = f" (retrieval order {_fmt(baseline[key])})" if key in baseline else ""
+            console.print(Text(f"{key} {_fmt(metrics[key])}{extra}"))
     for warning in report.get("warnings", []):
         console.print(Text(f"warning: {warning}", style="yellow"))
     console.print(Text(f"wrote {out / 'report.json'} and {out / 'report.md'}"))

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from evidex.errors import ConfigError
+from evidex.errors import ConfigError, InputError
 
-__all__ = ["jsonable", "read_json_object"]
+__all__ = [
+    "align_rows",
+    "id_keys",
+    "interval_dict",
+    "jsonable",
+    "read_json_object",
+    "source_counts",
+]
+
+R = TypeVar("R")
 
 
 def jsonable(value: Any) -> Any:
@@ -34,3 +45,67 @@ def read_json_object(path: str | Path, what: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a {what} holds a JSON object")
     return data
+
+
+def align_rows(
+    records: Sequence[R],
+    rows: Sequence[Mapping[str, Any]],
+    record_keys: Callable[[R], Sequence[str]],
+    row_keys: Callable[[Mapping[str, Any]], Sequence[str]],
+    what: str,
+) -> list[Mapping[str, Any]]:
+    """The prediction row of each golden record, in golden order.
+
+    Records and rows may answer to several keys (an id, else the query text), tried in order;
+    the first row for a key wins. Records without a row are an :class:`InputError` that counts
+    them and names the first five by their first key, so a predictions file made elsewhere is
+    never scored on a silent subset.
+    """
+    index: dict[str, Mapping[str, Any]] = {}
+    for row in rows:
+        for key in row_keys(row):
+            index.setdefault(key, row)
+    aligned: list[Mapping[str, Any]] = []
+    missing: list[str] = []
+    for record in records:
+        keys = record_keys(record)
+        found = next((index[k] for k in keys if k in index), None)
+        if found is None:
+            missing.append(keys[0])
+        else:
+            aligned.append(found)
+    if missing:
+        raise InputError(
+            f"{len(missing)} golden {what}(s) have no prediction: "
+            + ", ".join(missing[:5])
+            + (" ..." if len(missing) > 5 else "")
+        )
+    return aligned
+
+
+def interval_dict(interval: Any) -> dict[str, float | int]:
+    """A bootstrap :class:`~evidex.evaluate.metrics.Interval` as report JSON (bounds only)."""
+    return {
+        "low": interval.low,
+        "high": interval.high,
+        "level": interval.level,
+        "samples": interval.samples,
+    }
+
+
+def id_keys(item: Any) -> list[str]:
+    """The join key of a golden record (its ``id``) or of a prediction row (its ``"id"``)."""
+    return [str(item.get("id") if isinstance(item, Mapping) else item.id)]
+
+
+def source_counts(rows: Sequence[Mapping[str, Any]], what: str) -> tuple[dict[str, int], list[str]]:
+    """Where the predictions came from (judge, cache, fallback) and, when some are fallbacks,
+    the warning that says so: ``what`` names the fallback, e.g. "rankings ... (retrieval order
+    kept)". A report must never pass a fallback off as the judge's opinion."""
+    sources = Counter(str(row.get("source", "unknown")) for row in rows)
+    warnings = []
+    if sources.get("fallback"):
+        warnings.append(
+            f"{sources['fallback']} of {len(rows)} {what} are fallbacks, not the judge's"
+        )
+    return dict(sources), warnings

@@ -17,17 +17,21 @@ Each reader takes the folder of one data set laid out as in the project's shared
 - **SciFact** (``claims_train.jsonl``, ``corpus.jsonl``) → classify items: the claim is the
   input, the cited abstracts' sentences are the passages (``<doc_id>:<index>``), the label is
   SUPPORT / CONTRADICT, or NOT_ENOUGH_INFO when the claim has no evidence; the rationale
-  sentences are the gold citations.
+  sentences are the gold citations. :data:`SCIFACT_TAXONOMY` defines the three labels for the
+  judge and :data:`SCIFACT_CONSTRAINTS` says what the input and the passages are.
+
+:func:`layout_job` and :func:`load_layout` recognise these folders, so ``evidex eval JOB
+--golden FOLDER`` takes a data set folder as well as a golden JSONL file.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from evidex.errors import InputError
+from evidex.errors import ConfigError, InputError
 from evidex.evaluate.golden import (
     AuditClaim,
     AuditGolden,
@@ -39,12 +43,19 @@ from evidex.evaluate.golden import (
     read_jsonl,
     tiers_from_grades,
 )
+from evidex.taxonomy import Taxonomy
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 
 __all__ = [
+    "AUDIT_TO_WICE",
+    "SCIFACT_CONSTRAINTS",
     "SCIFACT_LABELS",
+    "SCIFACT_TAXONOMY",
+    "WICE_LABELS",
     "WICE_TO_AUDIT",
+    "layout_job",
     "llmjudge_tier",
+    "load_layout",
     "scifact_classify",
     "trec_dl_rerank",
     "trec_dl_tier",
@@ -56,7 +67,90 @@ WICE_TO_AUDIT = {
     "partially_supported": "partially_supported",
     "not_supported": "unsupported",
 }
+WICE_LABELS = ("supported", "partially_supported", "not_supported")
+"""WiCE's three classes: the scale the audit evaluator scores claims on."""
+AUDIT_TO_WICE = {
+    "fully_supported": "supported",
+    "partially_supported": "partially_supported",
+    "inferred": "not_supported",
+    "unsupported": "not_supported",
+}
+"""The audit's four claim classes on WiCE's three. An inferred claim is not stated by the
+context, so against a gold standard of "does the evidence state it" it is not supported."""
+
 SCIFACT_LABELS = ("SUPPORT", "CONTRADICT", "NOT_ENOUGH_INFO")
+SCIFACT_TAXONOMY = Taxonomy.parse(
+    {
+        "SUPPORT": "The passages report findings showing that the claim is true.",
+        "CONTRADICT": "The passages report findings showing that the claim is false, or "
+        "state the opposite of the claim.",
+        "NOT_ENOUGH_INFO": "The passages neither show the claim true nor show it false: they "
+        "are about a neighbouring question or do not report the needed result.",
+    }
+)
+"""SciFact's labels with definitions a judge can decide by."""
+SCIFACT_CONSTRAINTS = (
+    "The INPUT is a scientific claim and the passages are sentences of the abstracts it cites.",
+    "For NOT_ENOUGH_INFO, quote the sentence that comes closest to the claim.",
+)
+"""Extra prompt rules for SciFact: what the input is, and what to quote when abstaining."""
+
+_LAYOUTS: dict[str, tuple[str, ...]] = {
+    # job → files (relative to the folder) that identify its data set layout
+    "rerank": ("queries.tsv", "qrels.txt", "passages.jsonl", "bm25_top100.run"),
+    "classify": ("claims_train.jsonl", "corpus.jsonl"),
+    "audit": ("oracle_chunks/dev.jsonl",),
+}
+
+
+def layout_job(root: str | Path) -> str | None:
+    """The job whose data set layout the folder ``root`` has (rerank, classify, audit), or
+    None. A TREC DL folder also serves tier; name the job to get that."""
+    root = Path(root)
+    for job, files in _LAYOUTS.items():
+        if all((root / f).is_file() for f in files):
+            return job
+    if (root / "qrels_dev.txt").is_file():
+        return "tier"
+    return None
+
+
+def load_layout(root: str | Path, job: str, extra: Mapping[str, Any] | None = None) -> list[Any]:
+    """Golden records of ``job`` from a data set folder (see the module docstring).
+
+    ``extra`` may carry ``tiers`` (a :class:`TierScheme`, tier) and ``pool`` (``run`` or
+    ``judged``, rerank). A folder without the layout ``job`` reads is a :class:`ConfigError`
+    naming the files it looked for.
+    """
+    root = Path(root)
+    extra = extra or {}
+    scheme = extra.get("tiers")
+    scheme = scheme if isinstance(scheme, TierScheme) else DEFAULT_TIERS
+    records: list[Any]
+    if job == "tier" and (root / "qrels_dev.txt").is_file():
+        records = llmjudge_tier(root, scheme)
+    elif job == "tier" and (root / "qrels.txt").is_file():
+        records = trec_dl_tier(root, scheme)
+    elif job in _LAYOUTS and layout_job(root) == job:
+        if job == "rerank":
+            pool = str(extra.get("pool", "run"))
+            if pool not in ("run", "judged"):
+                raise ConfigError(f"the rerank pool is 'run' or 'judged', got {pool!r}")
+            records = trec_dl_rerank(root, pool="judged" if pool == "judged" else "run")
+        else:
+            records = scifact_classify(root) if job == "classify" else wice_audit(root)
+    else:
+        wanted = {
+            "tier": "qrels_dev.txt (LLMJudge) or qrels.txt (TREC DL)",
+            **{j: ", ".join(files) for j, files in _LAYOUTS.items()},
+        }
+        raise ConfigError(
+            f"{root} is a folder without the {job} data layout; expected "
+            f"{wanted.get(job, 'a golden JSONL file')} (or give a golden JSONL file)"
+        )
+    if not records:
+        raise InputError("the data set folder yields no golden items", where=str(root))
+    return records
 
 
 def llmjudge_tier(root: str | Path, scheme: TierScheme = DEFAULT_TIERS) -> list[TierGolden]:

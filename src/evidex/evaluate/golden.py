@@ -177,7 +177,15 @@ def write_jsonl(path: str | Path, records: Iterable[BaseModel | dict[str, Any]])
 
 
 def detect_job(path: str | Path) -> str:
-    """Which job a golden file is for, from the fields of its first record."""
+    """Which job a golden file is for, from the fields of its first record (for a data set
+    folder: from its layout, see :func:`evidex.evaluate.datasets.layout_job`)."""
+    if Path(path).is_dir():
+        from evidex.evaluate.datasets import layout_job
+
+        job = layout_job(path)
+        if job is None:
+            raise InputError("not a known data set folder; name the job", where=str(path))
+        return job
     for lineno, data in read_jsonl(path):
         for job, field_name in _SIGNATURE.items():
             if field_name in data:

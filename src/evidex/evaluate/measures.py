@@ -17,12 +17,14 @@ name                          parameters         meaning
 ``kappa_binary``              ``boundary``       kappa after cutting the order at a label
 ``accuracy``                  -                  share of exact matches
 ``macro_f1``                  -                  unweighted mean of per-label F1
+``f1``                        ``label``          F1 of one label against the rest
 ``nDCG``                      ``gain``           linear (trec_eval default) or exponential
 ``P``                         ``rel``            precision at the cutoff, relevant = rel+
 ``RR``                        ``rel``            reciprocal rank of the first relevant
 ``citation_precision``        ``avg``            micro (default) or macro
 ``citation_recall``           ``avg``            micro (default) or macro
-``claim_f1``                  -                  claim-level F1 (text and label match)
+``claim_f1``                  -                  claim-level F1 (claim and label match)
+``verbatim_share``            -                  share of quotes found word for word
 ``consistency_kappa``         -                  kappa between re-runs (shuffled, re-split)
 ============================  =================  =====================================
 """
@@ -45,12 +47,14 @@ MEASURES: dict[str, dict[str, tuple[str, ...] | None]] = {
     "kappa_binary": {"boundary": None},
     "accuracy": {},
     "macro_f1": {},
+    "f1": {"label": None},
     "nDCG": {"gain": ("linear", "exponential")},
     "P": {"rel": None},
     "RR": {"rel": None},
     "citation_precision": {"avg": ("micro", "macro")},
     "citation_recall": {"avg": ("micro", "macro")},
     "claim_f1": {},
+    "verbatim_share": {},
     "consistency_kappa": {},
 }
 _CUTOFF = frozenset({"nDCG", "P"})
@@ -61,7 +65,7 @@ _DEFAULTS: dict[str, dict[str, str]] = {
     "citation_precision": {"avg": "micro"},
     "citation_recall": {"avg": "micro"},
 }
-_SYNTAX = re.compile(r"^\s*([A-Za-z_]+)\s*(?:\(([^)]*)\))?\s*(?:@\s*(\d+))?\s*$")
+_SYNTAX = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(([^)]*)\))?\s*(?:@\s*(\d+))?\s*$")
 
 
 @dataclass(frozen=True)
@@ -108,6 +112,8 @@ def parse_measure(text: str) -> Measure:
         raise ConfigError(f"measure {name!r} needs a positive @cutoff, e.g. {name}@10")
     if name == "kappa_binary" and "boundary" not in dict(params):
         raise ConfigError("kappa_binary needs a boundary: kappa_binary(boundary=LABEL)")
+    if name == "f1" and "label" not in dict(params):
+        raise ConfigError("f1 needs a label: f1(label=LABEL)")
     return Measure(name=name, params=params, cutoff=cutoff)
 
 

@@ -14,6 +14,12 @@ Conventions, chosen once and documented here because every report relies on them
   are broken by document id, descending (:func:`rank_by_scores`), as trec_eval does.
 - **nDCG gain** is named: ``linear`` (gain = grade, trec_eval's default) or ``exponential``
   (gain = 2**grade - 1, the Burges et al. form). The discount is ``1 / log2(rank + 1)``.
+- **Label sets.** :func:`set_accuracy` and :func:`set_macro_f1` take one set of labels per
+  item (multi-label classification); on single-label items they equal :func:`accuracy` and
+  :func:`macro_f1`.
+- **Claims** are matched one to one by the overlap of their character spans in the answer
+  (intersection over union, :func:`span_overlap`), the best-overlapping pairs first
+  (:func:`match_claims`).
 - **Citations** compare sets of passage ids per item. Micro averages pool the counts; macro
   precision averages over items that predicted at least one id, macro recall over items with
   at least one gold id (an empty set has no precision to average, and counting it as 1 would
@@ -48,12 +54,17 @@ __all__ = [
     "kappa_from_matrix",
     "label_f1",
     "macro_f1",
+    "match_claims",
     "mrr",
     "ndcg_at_k",
     "per_label_agreement",
     "precision_at_k",
+    "prf",
     "rank_by_scores",
     "reciprocal_rank",
+    "set_accuracy",
+    "set_macro_f1",
+    "span_overlap",
 ]
 
 Weights = Literal["linear", "quadratic"] | None
@@ -143,6 +154,12 @@ class PRF:
     support: int
 
 
+def prf(tp: int, n_pred: int, n_gold: int) -> PRF:
+    """Precision, recall and F1 from counts: ``tp`` hits among ``n_pred`` predictions and
+    ``n_gold`` gold items (0 when undefined, as sklearn's ``zero_division=0``)."""
+    return _prf(tp, n_pred, n_gold)
+
+
 def label_f1(gold: Sequence[str], pred: Sequence[str], label: str) -> PRF:
     """Precision, recall and F1 of one label against the rest (0 when undefined, as sklearn's
     ``zero_division=0``)."""
@@ -162,6 +179,33 @@ def macro_f1(
     if not chosen:
         return math.nan
     return float(np.mean([label_f1(gold, pred, label).f1 for label in chosen]))
+
+
+def set_accuracy(
+    gold: Sequence[set[str] | frozenset[str]], pred: Sequence[set[str] | frozenset[str]]
+) -> float:
+    """Share of items whose predicted label set equals the gold set (``nan`` on no items)."""
+    _check_same_length(gold, pred)
+    if not gold:
+        return math.nan
+    return sum(set(g) == set(p) for g, p in zip(gold, pred, strict=True)) / len(gold)
+
+
+def set_macro_f1(
+    gold: Sequence[set[str] | frozenset[str]],
+    pred: Sequence[set[str] | frozenset[str]],
+    labels: Sequence[str],
+) -> float:
+    """Unweighted mean over ``labels`` of each label's F1, the label counted present or absent
+    in every item's set (sklearn's multi-label ``average="macro"``, ``zero_division=0``)."""
+    _check_same_length(gold, pred)
+    if not labels:
+        return math.nan
+    scores = []
+    for label in labels:
+        tp = sum(label in g and label in p for g, p in zip(gold, pred, strict=True))
+        scores.append(_prf(tp, sum(label in p for p in pred), sum(label in g for g in gold)).f1)
+    return float(np.mean(scores))
 
 
 def per_label_agreement(
@@ -296,6 +340,38 @@ def claim_f1(
                 tp += 1
                 break
     return _prf(tp, len(pred), len(gold))
+
+
+def span_overlap(a: tuple[int, int], b: tuple[int, int]) -> float:
+    """Intersection over union of two ``(start, end)`` character spans (0 when disjoint)."""
+    inter = max(0, min(a[1], b[1]) - max(a[0], b[0]))
+    union = max(a[1], b[1]) - min(a[0], b[0])
+    return inter / union if union > 0 else 0.0
+
+
+def match_claims(
+    overlaps: Sequence[Sequence[float]], min_overlap: float = 0.5
+) -> list[tuple[int, int]]:
+    """One-to-one ``(gold index, predicted index)`` pairs from an overlap matrix (rows gold,
+    columns predicted): the highest overlap first, ties by position, pairs below
+    ``min_overlap`` left unmatched."""
+    cells = sorted(
+        (
+            (-value, i, j)
+            for i, row in enumerate(overlaps)
+            for j, value in enumerate(row)
+            if value >= min_overlap and value > 0
+        ),
+    )
+    used_gold: set[int] = set()
+    used_pred: set[int] = set()
+    pairs = []
+    for _, i, j in cells:
+        if i not in used_gold and j not in used_pred:
+            used_gold.add(i)
+            used_pred.add(j)
+            pairs.append((i, j))
+    return sorted(pairs)
 
 
 # ---------------------------------------------------------------------- intervals

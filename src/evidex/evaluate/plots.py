@@ -1,16 +1,30 @@
 """Report pictures and tables: a confusion matrix as a PNG (matplotlib, optional) and always
-as a Markdown table, so a report is complete without the plotting library."""
+as a Markdown table, so a report is complete without the plotting library; and the few
+formatting rules every report shares (undefined figures, intervals, excerpts)."""
 
 from __future__ import annotations
 
 import importlib.util
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["confusion_markdown", "confusion_png", "has_matplotlib"]
+from evidex._text import normalize_ws
+
+__all__ = [
+    "confusion_markdown",
+    "confusion_png",
+    "confusion_section",
+    "excerpt",
+    "fmt_counts",
+    "fmt_interval",
+    "fmt_value",
+    "has_matplotlib",
+]
 
 
 def has_matplotlib() -> bool:
@@ -65,3 +79,42 @@ def confusion_markdown(matrix: npt.NDArray[np.int64], labels: Sequence[str]) -> 
     ]
     totals = " | ".join(str(int(v)) for v in matrix.sum(axis=0))
     return "\n".join([head, rule, *rows, f"| total | {totals} | {int(matrix.sum())} |"])
+
+
+def confusion_section(
+    matrix: npt.NDArray[np.int64], labels: Sequence[str], out_dir: Path, title: str
+) -> list[str]:
+    """Markdown lines of a confusion matrix: the picture ``confusion.png`` when it could be
+    drawn, then the table."""
+    lines = []
+    if confusion_png(matrix, labels, out_dir / "confusion.png", title):
+        lines += ["![confusion matrix](confusion.png)", ""]
+    return [*lines, confusion_markdown(matrix, labels)]
+
+
+def fmt_value(value: Any, undefined: str = "undefined") -> str:
+    """A figure for a report: floats with three decimals, ``None``/``nan`` as ``undefined``."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return undefined
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def fmt_interval(interval: Mapping[str, Any] | None) -> str:
+    """``low–high`` of a bootstrap interval from a report, or ``undefined``."""
+    if not interval:
+        return "undefined"
+    low, high = interval.get("low"), interval.get("high")
+    if low is None or high is None or math.isnan(low) or math.isnan(high):
+        return "undefined"
+    return f"{low:.3f}–{high:.3f}"
+
+
+def excerpt(text: str, limit: int = 300) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = normalize_ws(text)
+    return flat[:limit] + ("..." if len(flat) > limit else "")
+
+
+def fmt_counts(counts: Mapping[str, int]) -> str:
+    """``a 3, b 1`` (``none`` when empty): a distribution on one line."""
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"

@@ -87,6 +87,9 @@ class Evaluator(Protocol):
 
 EVALUATORS: dict[str, str | Evaluator] = {
     "tier": "evidex.evaluate.tier:TierEvaluator",
+    "rerank": "evidex.evaluate.rerank:RerankEvaluator",
+    "classify": "evidex.evaluate.classify:ClassifyEvaluator",
+    "audit": "evidex.evaluate.audit:AuditEvaluator",
 }
 
 

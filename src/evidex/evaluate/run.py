@@ -37,6 +37,7 @@ __all__ = [
     "PROGRESS_FILE",
     "aevaluate",
     "evaluate",
+    "golden_digest",
     "load_records",
     "sample_records",
     "score_predictions",
@@ -51,9 +52,18 @@ PROGRESS_FILE = "progress.jsonl"
 def load_records(
     job: str, golden: str | Path, options: EvalOptions, *, sample: int | None = None
 ) -> tuple[Evaluator, list[Any]]:
-    """The job's evaluator and its golden records, sampled when ``sample`` is given."""
+    """The job's evaluator and its golden records, sampled when ``sample`` is given.
+
+    ``golden`` is a golden JSONL file, or a data set folder in one of the layouts of
+    :mod:`evidex.evaluate.datasets` (TREC DL, LLMJudge, WiCE, SciFact).
+    """
     evaluator = get_evaluator(job)
-    records = evaluator.load(Path(golden), options)
+    if Path(golden).is_dir():
+        from evidex.evaluate.datasets import load_layout
+
+        records = load_layout(golden, job, options.extra)
+    else:
+        records = evaluator.load(Path(golden), options)
     if sample is not None:
         records = sample_records(records, sample, options.seed)
     return evaluator, records
@@ -67,6 +77,20 @@ def sample_records(records: Sequence[Any], n: int, seed: int) -> list[Any]:
         return list(records)
     chosen = sorted(random.Random(seed).sample(range(len(records)), n))
     return [records[i] for i in chosen]
+
+
+def golden_digest(golden: str | Path) -> str:
+    """The hash of a golden file, or of every file in a data set folder (names and contents),
+    so that a changed golden set never reuses the progress of the old one."""
+    path = Path(golden)
+    if not path.is_dir():
+        return sha256_hex(path.read_bytes())
+    parts = [
+        f"{f.relative_to(path).as_posix()}:{sha256_hex(f.read_bytes())}"
+        for f in sorted(path.rglob("*"))
+        if f.is_file()
+    ]
+    return sha256_hex("\n".join(parts))
 
 
 def evaluate(
@@ -142,7 +166,7 @@ async def aevaluate(
                 "judge": the_judge.judge_id,
                 "judge_options": dict(the_judge.fingerprint()),
                 "prompt": prompt_version,
-                "golden": sha256_hex(Path(golden).read_bytes()),
+                "golden": golden_digest(golden),
                 "sample": sample,
                 "seed": options.seed,
                 "extra": {k: str(v) for k, v in options.extra.items()},

@@ -1,0 +1,351 @@
+"""The audit evaluator: the judge's claim grades against manually annotated claims.
+
+The spec asks for periodic spot checks of the audit against manual annotation. Claims are
+scored on WiCE's three classes (:data:`~evidex.evaluate.datasets.AUDIT_TO_WICE`: fully_supported
+→ supported, partially_supported → partially_supported, inferred and unsupported →
+not_supported), on both sides, so a golden set in the audit's four classes and one from WiCE
+are read the same way.
+
+Which claims are compared: an answer with one gold claim found in its text (WiCE: the claim is
+the answer) is audited with that claim given to the job, so only the grading is measured. An
+answer with several gold claims is audited whole: the job extracts its own claims, and each is
+matched to at most one gold claim by the overlap of their spans in the answer
+(:func:`~evidex.evaluate.metrics.match_claims`, intersection over union ≥ 0.5; a claim not
+found word for word in the answer is compared by word overlap instead). ``extra["claims"]``
+(``auto``, ``gold``, ``extract``) forces one way for every answer.
+
+Reported: 3-way macro-F1, F1 of supported against the rest (the figure published for WiCE),
+accuracy, each with a bootstrap interval over answers, over the matched claims; claim-level
+F1 (a gold claim found and graded alike) and the matching alone; the confusion matrix (PNG and
+table); the distribution of the audit's four classes and of its decisions; fallbacks; and the
+worst disagreements with the judge's explanation.
+
+Prediction rows (``predictions.jsonl``, and what ``--predictions`` reads)::
+
+    {"id": "a1", "claims": [{"claim_text": "...", "classification": "inferred",
+                             "start": 0, "end": 42}], "decision": "review", "source": "judge"}
+
+``id`` joins a row to its golden answer; ``start``/``end`` are optional (the claim is then
+looked up in the answer).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evidex.errors import ConfigError, InputError
+from evidex.evaluate import metrics as m
+from evidex.evaluate._util import align_rows, id_keys, interval_dict, source_counts
+from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS
+from evidex.evaluate.golden import AUDIT_CLASSES, AuditGolden, load_golden
+from evidex.evaluate.plots import (
+    confusion_section,
+    excerpt,
+    fmt_counts,
+    fmt_interval,
+    fmt_value,
+)
+from evidex.evaluate.registry import EvalOptions
+from evidex.harness.ports import StorePort
+from evidex.harness.runner import HarnessSettings
+from evidex.jobs.audit import aaudit
+from evidex.judging import Judge
+from evidex.tasks._spans import find_span
+from evidex.tasks.audit import CLASSIFY_TEMPLATE, EXTRACT_TEMPLATE, ONE_PASS_TEMPLATE
+
+__all__ = ["MIN_OVERLAP", "AuditEvaluator", "claim_overlaps", "to_three"]
+
+MIN_OVERLAP = 0.5
+"""Least span overlap (intersection over union) for a predicted claim to match a gold one."""
+_WORD = re.compile(r"\w+")
+
+
+def to_three(classification: str) -> str:
+    """An audit claim class on WiCE's scale (an unknown one is an :class:`InputError`)."""
+    if classification not in AUDIT_TO_WICE:
+        raise InputError(
+            f"unknown claim classification {classification!r}; expected one of "
+            f"{list(AUDIT_CLASSES)}"
+        )
+    return AUDIT_TO_WICE[classification]
+
+
+def claim_overlaps(
+    answer: str, gold: Sequence[str], pred: Sequence[tuple[str, tuple[int, int] | None]]
+) -> list[list[float]]:
+    """The overlap of every gold claim with every predicted ``(text, span)``: span intersection
+    over union when both are located in ``answer``, else the Jaccard index of their words."""
+    gold_spans = [find_span(answer, text) for text in gold]
+    pred_spans = [span or find_span(answer, text) for text, span in pred]
+    out = []
+    for g_text, g_span in zip(gold, gold_spans, strict=True):
+        row = []
+        for (p_text, _), p_span in zip(pred, pred_spans, strict=True):
+            if g_span is not None and p_span is not None:
+                row.append(m.span_overlap(g_span, p_span))
+            else:
+                row.append(_word_jaccard(g_text, p_text))
+        out.append(row)
+    return out
+
+
+def _word_jaccard(a: str, b: str) -> float:
+    wa, wb = set(_WORD.findall(a.lower())), set(_WORD.findall(b.lower()))
+    return len(wa & wb) / len(wa | wb) if wa | wb else 0.0
+
+
+def _claims_mode(record: AuditGolden, options: EvalOptions) -> str:
+    mode = str(options.extra.get("claims") or "auto")
+    if mode not in ("auto", "gold", "extract"):
+        raise ConfigError(f"the audit claims option is auto, gold or extract, got {mode!r}")
+    if mode != "auto":
+        return mode
+    one = len(record.claims) == 1 and find_span(record.answer, record.claims[0].claim_text)
+    return "gold" if one else "extract"
+
+
+def _pred_claims(row: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    claims = row.get("claims")
+    if not isinstance(claims, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("claim_text"), str) for c in claims
+    ):
+        raise InputError(
+            f"the prediction for answer {row.get('id')!r} needs 'claims': a list of objects "
+            "with claim_text and classification"
+        )
+    return claims
+
+
+def _span(claim: Mapping[str, Any]) -> tuple[int, int] | None:
+    start, end = claim.get("start"), claim.get("end")
+    return (start, end) if isinstance(start, int) and isinstance(end, int) else None
+
+
+class AuditEvaluator:
+    """Evaluator for the audit job (see :mod:`evidex.evaluate.registry`)."""
+
+    job = "audit"
+
+    @property
+    def prompt_version(self) -> str:
+        """The classification prompt's version (the pass every audited claim goes through),
+        joined with the one-pass and extraction prompts' so an edit to any shows."""
+        from evidex._text import sha256_hex
+
+        templates = (CLASSIFY_TEMPLATE, ONE_PASS_TEMPLATE, EXTRACT_TEMPLATE)
+        return sha256_hex("|".join(t.version for t in templates))[:16]
+
+    def load(self, path: Path, options: EvalOptions) -> list[AuditGolden]:
+        return load_golden(path, "audit", labels=AUDIT_CLASSES)
+
+    def group(self, record: AuditGolden) -> str:
+        return record.id
+
+    def key(self, item: Any) -> str:
+        return item.id if isinstance(item, AuditGolden) else str(item.get("id"))
+
+    async def predict(
+        self,
+        records: Sequence[AuditGolden],
+        judge: Judge,
+        store: StorePort,
+        options: EvalOptions,
+        settings: HarnessSettings | None,
+    ) -> list[dict[str, Any]]:
+        rows = []
+        for record in records:
+            mode = _claims_mode(record, options)
+            result = await aaudit(
+                record.answer,
+                record.passages,
+                answer_id=record.id,
+                claims=[c.claim_text for c in record.claims] if mode == "gold" else None,
+                judge=judge,
+                store=store,
+                settings=settings,
+            )
+            rows.append(
+                {
+                    "id": record.id,
+                    "claims_from": mode,
+                    "claims": [
+                        {
+                            "claim_text": c.claim_text,
+                            "start": c.start,
+                            "end": c.end,
+                            "classification": c.classification,
+                            "supporting_context_ids": c.supporting_context_ids,
+                            "explanation": c.explanation,
+                            "source": c.source,
+                        }
+                        for c in result.claims
+                    ],
+                    "decision": result.decision.decision,
+                    "source": result.source,
+                    **({"reason": result.reason} if result.reason else {}),
+                }
+            )
+        return rows
+
+    # ------------------------------------------------------------------ scoring
+
+    def score(
+        self,
+        records: Sequence[AuditGolden],
+        rows: Sequence[Mapping[str, Any]],
+        options: EvalOptions,
+    ) -> dict[str, Any]:
+        aligned = align_rows(records, rows, id_keys, id_keys, "answer")
+        units: list[list[tuple[str, str]]] = []  # per answer: (gold, judge) of matched claims
+        worst: list[dict[str, Any]] = []
+        n_gold = n_pred = n_matched = n_agree = 0
+        levels: Counter[str] = Counter()
+        for record, row in zip(records, aligned, strict=True):
+            pred = _pred_claims(row)
+            overlaps = claim_overlaps(
+                record.answer,
+                [c.claim_text for c in record.claims],
+                [(str(c["claim_text"]), _span(c)) for c in pred],
+            )
+            pairs = []
+            for gi, pi in m.match_claims(overlaps, MIN_OVERLAP):
+                gold_claim, claim = record.claims[gi], pred[pi]
+                pair = (to_three(gold_claim.classification), to_three(str(claim["classification"])))
+                pairs.append(pair)
+                if pair[0] != pair[1]:
+                    worst.append(_disagreement(record, row, gold_claim.claim_text, claim, pair))
+            units.append(pairs)
+            levels.update(str(c["classification"]) for c in pred)
+            n_gold += len(record.claims)
+            n_pred += len(pred)
+            n_matched += len(pairs)
+            n_agree += sum(g == p for g, p in pairs)
+
+        def pooled(statistic: Any) -> Any:
+            return lambda s: statistic([p for u in s for p in u])
+
+        def ci(statistic: Any) -> m.Interval:
+            return m.bootstrap_ci(
+                units, pooled(statistic), samples=options.bootstrap_samples, seed=options.seed
+            )
+
+        labels = list(WICE_LABELS)
+        intervals = {
+            "macro_f1": ci(lambda p: _or_nan(p, lambda g, j: m.macro_f1(g, j, labels))),
+            "f1(label=supported)": ci(
+                lambda p: _or_nan(p, lambda g, j: m.label_f1(g, j, "supported").f1)
+            ),
+            "accuracy": ci(lambda p: _or_nan(p, m.accuracy)),
+        }
+        graded = m.prf(n_agree, n_pred, n_gold)
+        matching = m.prf(n_matched, n_pred, n_gold)
+        metrics = {k: v.value for k, v in intervals.items()}
+        metrics["claim_f1"] = graded.f1
+        flat = [p for u in units for p in u]
+        matrix = m.confusion_matrix([g for g, _ in flat], [j for _, j in flat], labels)
+        sources, warnings = source_counts(aligned, "audits (sent to review, claims unsupported)")
+        if n_matched < n_gold:
+            warnings.append(
+                f"{n_gold - n_matched} of {n_gold} gold claims matched no audited claim: they "
+                "count in claim_f1 but not in the 3-way figures"
+            )
+        worst.sort(key=lambda w: (-w["distance"], w["id"]))
+        return {
+            "job": "audit",
+            "labels": labels,
+            "metrics": metrics,
+            "intervals": {k: interval_dict(v) for k, v in intervals.items()},
+            "claims": {
+                "gold": n_gold,
+                "audited": n_pred,
+                "matched": n_matched,
+                "agree": n_agree,
+                "claim": {"precision": graded.precision, "recall": graded.recall, "f1": graded.f1},
+                "matching": {
+                    "precision": matching.precision,
+                    "recall": matching.recall,
+                    "f1": matching.f1,
+                },
+            },
+            "confusion": {"labels": labels, "matrix": matrix.tolist()},
+            "levels": {level: levels.get(level, 0) for level in AUDIT_CLASSES},
+            "decisions": dict(Counter(str(row.get("decision", "unknown")) for row in aligned)),
+            "claims_from": dict(Counter(str(row.get("claims_from", "unknown")) for row in aligned)),
+            "fallbacks": sources.get("fallback", 0),
+            "sources": sources,
+            "worst": worst[: options.worst],
+            "warnings": warnings,
+        }
+
+    # ------------------------------------------------------------------ rendering
+
+    def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str:
+        met, ci, c = report["metrics"], report["intervals"], report["claims"]
+        lines = [
+            "## Claim support",
+            "",
+            f"On WiCE's three classes, over {c['matched']} matched claims: macro-F1 "
+            f"**{fmt_value(met['macro_f1'])}** (95% interval {fmt_interval(ci['macro_f1'])}), "
+            f"supported vs the rest F1 **{fmt_value(met['f1(label=supported)'])}** "
+            f"({fmt_interval(ci['f1(label=supported)'])}), accuracy "
+            f"{fmt_value(met['accuracy'])} ({fmt_interval(ci['accuracy'])}).",
+            "",
+            "| measure | value |",
+            "|---|---:|",
+            *(f"| `{k}` | {fmt_value(v)} |" for k, v in met.items()),
+            "",
+            f"Claims: {c['gold']} gold, {c['audited']} audited, {c['matched']} matched, "
+            f"{c['agree']} graded alike. Claim-level precision "
+            f"{fmt_value(c['claim']['precision'])}, recall {fmt_value(c['claim']['recall'])}; "
+            f"matching alone (grade ignored) F1 {fmt_value(c['matching']['f1'])}. Claims came "
+            f"from: {fmt_counts(report['claims_from'])}.",
+            "",
+            f"The audit's classes: {fmt_counts(report['levels'])}. Decisions: "
+            f"{fmt_counts(report['decisions'])}. Fallbacks: {report['fallbacks']}.",
+            "",
+            "## Confusion matrix",
+            "",
+        ]
+        matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
+        lines += confusion_section(matrix, report["labels"], out_dir, "audit: golden vs judge")
+        lines += ["", "## Worst disagreements", ""]
+        if not report["worst"]:
+            lines.append("None: every matched claim is graded as the golden set grades it.")
+        for w in report["worst"]:
+            lines.append(
+                f"- **{w['golden']} → {w['judge']}** ({w['classification']}; answer `{w['id']}`, "
+                f"{w['source']}): {w['explanation']}  \n  claim: {w['claim']!r}"
+            )
+        return "\n".join(lines)
+
+
+def _or_nan(pairs: Sequence[tuple[str, str]], f: Any) -> float:
+    if not pairs:
+        return math.nan
+    return float(f([g for g, _ in pairs], [j for _, j in pairs]))
+
+
+def _disagreement(
+    record: AuditGolden,
+    row: Mapping[str, Any],
+    gold_text: str,
+    claim: Mapping[str, Any],
+    pair: tuple[str, str],
+) -> dict[str, Any]:
+    return {
+        "id": record.id,
+        "claim": excerpt(gold_text, 300),
+        "golden": pair[0],
+        "judge": pair[1],
+        "classification": str(claim["classification"]),
+        "distance": abs(WICE_LABELS.index(pair[0]) - WICE_LABELS.index(pair[1])),
+        "explanation": str(claim.get("explanation") or "(none given)"),
+        "source": str(claim.get("source") or row.get("source", "unknown")),
+    }

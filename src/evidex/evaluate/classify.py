@@ -1,0 +1,362 @@
+"""The classify evaluator: the judge's cited labels against gold labels and rationale passages.
+
+The spec asks for two things on a golden set: classification accuracy and citation
+correctness. The report gives accuracy (the predicted label set equals the gold set) and
+macro-F1 over the taxonomy, each with a bootstrap interval over items; per-label agreement and
+the confusion matrix (PNG and table); citation precision and recall of the cited passages
+against the gold rationale passages (micro and macro); the share of quotes in the judge's raw
+replies that are word for word in the passage they name (measured before validation, which
+would otherwise reject them); and the fallbacks.
+
+Taxonomy: ``EvalOptions.extra["taxonomy"]`` (``evidex eval classify --taxonomy FILE``), else
+SciFact's when the golden labels are SciFact's (with its prompt constraints), else an error
+asking for one: a judge cannot classify by label names alone. An answer without labels
+(``unclassifiable``, or a fallback) counts as the taxonomy's abstain label when it has one
+(SciFact: ``NOT_ENOUGH_INFO``; ``extra["abstain_label"]`` otherwise), else as no label. Cited
+passages are the supporting evidence of every predicted label but the abstain label.
+
+Prediction rows (``predictions.jsonl``, and what ``--predictions`` reads)::
+
+    {"id": "c1", "labels": ["SUPPORT"], "cited": ["d12:3"], "source": "judge"}
+
+``id`` joins a row to its golden item.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evidex._text import contains_verbatim, extract_json_object
+from evidex.errors import ConfigError, InputError
+from evidex.evaluate import metrics as m
+from evidex.evaluate._util import align_rows, id_keys, interval_dict, source_counts
+from evidex.evaluate.datasets import SCIFACT_CONSTRAINTS, SCIFACT_LABELS, SCIFACT_TAXONOMY
+from evidex.evaluate.golden import ClassifyGolden, load_golden
+from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value
+from evidex.evaluate.registry import EvalOptions
+from evidex.harness.ports import StorePort
+from evidex.harness.runner import HarnessSettings
+from evidex.jobs.classify import ClassifyResult, aclassify
+from evidex.judging import Judge
+from evidex.tasks.classify import CLASSIFY_TEMPLATE
+from evidex.taxonomy import Taxonomy
+
+__all__ = [
+    "NO_LABEL",
+    "ClassifyEvaluator",
+    "cited_passages",
+    "predicted_labels",
+    "raw_quote_counts",
+]
+
+NO_LABEL = "(none)"
+"""The confusion-matrix column of answers without a label (when there is no abstain label)."""
+
+
+def _taxonomy(labels: Sequence[str], options: EvalOptions) -> tuple[Taxonomy | None, bool]:
+    """The taxonomy to classify with (None: not known) and whether it is SciFact's."""
+    given = options.extra.get("taxonomy")
+    if given is not None:
+        return Taxonomy.parse(given), False
+    if labels and set(labels) <= set(SCIFACT_LABELS):
+        return SCIFACT_TAXONOMY, True
+    return None, False
+
+
+def _abstain(taxonomy: Taxonomy | None, options: EvalOptions) -> str | None:
+    label = options.extra.get("abstain_label")
+    if label is not None:
+        return str(label)
+    if taxonomy is not None and "NOT_ENOUGH_INFO" in taxonomy.names:
+        return "NOT_ENOUGH_INFO"
+    return None
+
+
+def predicted_labels(result: ClassifyResult, abstain: str | None) -> list[str]:
+    """The labels to score: the assigned ones, or ``[abstain]`` for an answer without any."""
+    if result.labels and not result.unclassifiable:
+        return list(result.labels)
+    return [abstain] if abstain else []
+
+
+def cited_passages(result: ClassifyResult, abstain: str | None) -> list[str]:
+    """Passages cited as support for a label other than the abstain label, in citation order."""
+    seen: dict[str, None] = {}
+    for assignment in result.classifications:
+        if assignment.label != abstain:
+            for evidence in assignment.supporting_evidence:
+                seen.setdefault(evidence.passage_id, None)
+    return list(seen)
+
+
+def raw_quote_counts(
+    rows: Sequence[Mapping[str, Any]], texts: Mapping[str, str]
+) -> tuple[int, int]:
+    """``(verbatim, total)`` quotes in the raw replies of audit-log rows, before validation:
+    a quote counts as verbatim when it occurs, after whitespace normalisation, in the passage
+    it names."""
+    verbatim = total = 0
+    for row in rows:
+        if row.get("status") not in ("ok", "invalid") or not row.get("raw_output"):
+            continue
+        try:
+            data = extract_json_object(str(row["raw_output"]))
+        except ValueError:
+            continue
+        items = data.get("classifications") if isinstance(data, dict) else None
+        for item in items if isinstance(items, list) else []:
+            if not isinstance(item, dict):
+                continue
+            for key in ("supporting_evidence", "counter_evidence"):
+                quotes = item.get(key)
+                for quote in quotes if isinstance(quotes, list) else []:
+                    if not isinstance(quote, dict):
+                        continue
+                    total += 1
+                    text = texts.get(str(quote.get("passage_id")))
+                    q = quote.get("quoted_text")
+                    verbatim += bool(text and isinstance(q, str) and contains_verbatim(text, q))
+    return verbatim, total
+
+
+def _label_list(row: Mapping[str, Any]) -> list[str]:
+    labels = row.get("labels")
+    if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+        raise InputError(f"the prediction for item {row.get('id')!r} needs 'labels': a list")
+    return labels
+
+
+class ClassifyEvaluator:
+    """Evaluator for the classify job (see :mod:`evidex.evaluate.registry`)."""
+
+    job = "classify"
+
+    @property
+    def prompt_version(self) -> str:
+        return CLASSIFY_TEMPLATE.version
+
+    def load(self, path: Path, options: EvalOptions) -> list[ClassifyGolden]:
+        given = options.extra.get("taxonomy")
+        names = Taxonomy.parse(given).names if given is not None else None
+        return load_golden(path, "classify", labels=names)
+
+    def group(self, record: ClassifyGolden) -> str:
+        return record.id
+
+    def key(self, item: Any) -> str:
+        return item.id if isinstance(item, ClassifyGolden) else str(item.get("id"))
+
+    async def predict(
+        self,
+        records: Sequence[ClassifyGolden],
+        judge: Judge,
+        store: StorePort,
+        options: EvalOptions,
+        settings: HarnessSettings | None,
+    ) -> list[dict[str, Any]]:
+        taxonomy, scifact = _taxonomy([x for r in records for x in r.labels], options)
+        if taxonomy is None:
+            raise ConfigError(
+                "the golden labels are not SciFact's, and a judge cannot classify by label "
+                "names alone: give the taxonomy with its definitions (--taxonomy FILE)"
+            )
+        abstain = _abstain(taxonomy, options)
+        audit_rows = getattr(store, "audit_rows", None)
+        rows = []
+        for record in records:
+            result = await aclassify(
+                record.input,
+                record.passages,
+                taxonomy,
+                judge=judge,
+                store=store,
+                settings=settings,
+                multi_label=bool(options.extra.get("multi_label", False)),
+                constraints=SCIFACT_CONSTRAINTS if scifact else None,
+            )
+            row: dict[str, Any] = {
+                "id": record.id,
+                "labels": predicted_labels(result, abstain),
+                "cited": cited_passages(result, abstain),
+                "confidence": {a.label: a.confidence for a in result.classifications},
+                "rationale": _rationale(result),
+                "source": result.source,
+                **({"reason": result.reason} if result.reason else {}),
+            }
+            if callable(audit_rows):
+                texts = {p.passage_id: p.text for p in record.passages}
+                verbatim, total = raw_quote_counts(
+                    audit_rows(run_id=result.run_id, job="classify"), texts
+                )
+                row["quotes"] = {"verbatim": verbatim, "total": total}
+            rows.append(row)
+        return rows
+
+    # ------------------------------------------------------------------ scoring
+
+    def score(
+        self,
+        records: Sequence[ClassifyGolden],
+        rows: Sequence[Mapping[str, Any]],
+        options: EvalOptions,
+    ) -> dict[str, Any]:
+        gold_labels = [x for r in records for x in r.labels]
+        taxonomy, _ = _taxonomy(gold_labels, options)
+        names = taxonomy.names if taxonomy else sorted(set(gold_labels))
+        aligned = align_rows(records, rows, id_keys, id_keys, "item")
+        pred = [_label_list(row) for row in aligned]
+        for row, labels in zip(aligned, pred, strict=True):
+            unknown = [x for x in labels if x not in names]
+            if unknown:
+                raise InputError(
+                    f"the prediction for item {row.get('id')!r} has label(s) {unknown}, not "
+                    f"among {names}"
+                )
+        gold_sets = [frozenset(r.labels) for r in records]
+        pred_sets = [frozenset(p) for p in pred]
+        pairs = list(zip(gold_sets, pred_sets, strict=True))
+
+        def ci(statistic: Any) -> m.Interval:
+            return m.bootstrap_ci(
+                pairs, statistic, samples=options.bootstrap_samples, seed=options.seed
+            )
+
+        acc = ci(lambda s: m.set_accuracy([g for g, _ in s], [p for _, p in s]))
+        f1 = ci(lambda s: m.set_macro_f1([g for g, _ in s], [p for _, p in s], names))
+        citations = m.citation_scores(
+            [frozenset(r.rationale_ids) for r in records],
+            [frozenset(str(x) for x in row.get("cited") or []) for row in aligned],
+        )
+        verbatim = sum(int((row.get("quotes") or {}).get("verbatim", 0)) for row in aligned)
+        quotes = sum(int((row.get("quotes") or {}).get("total", 0)) for row in aligned)
+        metrics = {
+            "accuracy": acc.value,
+            "macro_f1": f1.value,
+            "citation_precision": citations["precision_micro"],
+            "citation_recall": citations["recall_micro"],
+            "citation_precision(avg=macro)": citations["precision_macro"],
+            "citation_recall(avg=macro)": citations["recall_macro"],
+            "verbatim_share": verbatim / quotes if quotes else math.nan,
+        }
+        single = [i for i, g in enumerate(gold_sets) if len(g) == 1]
+        gold1 = [next(iter(gold_sets[i])) for i in single]
+        pred1 = [pred[i][0] if pred[i] else NO_LABEL for i in single]
+        columns = names + ([NO_LABEL] if NO_LABEL in pred1 else [])
+        matrix = m.confusion_matrix(gold1, pred1, columns)
+        sources, warnings = source_counts(aligned, "answers (unclassifiable)")
+        if len(single) < len(records):
+            warnings.append(
+                f"{len(records) - len(single)} golden item(s) have several labels: they count "
+                "in accuracy and macro-F1 but not in the confusion matrix"
+            )
+        return {
+            "job": "classify",
+            "labels": names,
+            "metrics": metrics,
+            "intervals": {"accuracy": interval_dict(acc), "macro_f1": interval_dict(f1)},
+            "confusion": {"labels": columns, "matrix": matrix.tolist()},
+            "per_label": {
+                label: {
+                    "precision": v.precision,
+                    "recall": v.recall,
+                    "f1": v.f1,
+                    "support": v.support,
+                }
+                for label, v in m.per_label_agreement(gold1, pred1, columns).items()
+                if label != NO_LABEL
+            },
+            "quotes": {"verbatim": verbatim, "total": quotes},
+            "fallbacks": sources.get("fallback", 0),
+            "sources": sources,
+            "predicted": dict(Counter(x for p in pred for x in p)),
+            "worst": _worst(records, aligned, options.worst),
+            "warnings": warnings,
+        }
+
+    # ------------------------------------------------------------------ rendering
+
+    def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str:
+        met, ci = report["metrics"], report["intervals"]
+        q = report["quotes"]
+        lines = [
+            "## Labels and citations",
+            "",
+            f"Accuracy **{fmt_value(met['accuracy'])}** (95% interval "
+            f"{fmt_interval(ci['accuracy'])}), macro-F1 **{fmt_value(met['macro_f1'])}** "
+            f"({fmt_interval(ci['macro_f1'])}) over {', '.join(report['labels'])}.",
+            "",
+            "| measure | value |",
+            "|---|---:|",
+            *(f"| `{k}` | {fmt_value(v)} |" for k, v in met.items()),
+            "",
+            f"Quotes in the raw replies found word for word in the passage they name: "
+            f"{q['verbatim']} of {q['total']} (judge calls made by this run; cached answers "
+            f"add none). Fallbacks: {report['fallbacks']}. Sources: "
+            f"{', '.join(f'{k} {v}' for k, v in report['sources'].items())}.",
+            "",
+            "## Per-label agreement",
+            "",
+            "| label | golden | recall | precision | F1 |",
+            "|---|---:|---:|---:|---:|",
+        ]
+        for label, v in report["per_label"].items():
+            lines.append(
+                f"| {label} | {v['support']} | {fmt_value(v['recall'])} | "
+                f"{fmt_value(v['precision'])} | {fmt_value(v['f1'])} |"
+            )
+        matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
+        lines += ["", "## Confusion matrix", ""]
+        lines += confusion_section(
+            matrix, report["confusion"]["labels"], out_dir, "classify: golden vs judge"
+        )
+        lines += ["", "## Worst disagreements", ""]
+        if not report["worst"]:
+            lines.append("None: the judge agrees with every golden label set.")
+        for w in report["worst"]:
+            lines.append(
+                f"- **{', '.join(w['golden'])} → {', '.join(w['judge']) or NO_LABEL}** "
+                f"(item `{w['id']}`, confidence {fmt_value(w['confidence'])}, {w['source']}): "
+                f"{w['rationale']}  \n  input: {w['input']!r}"
+            )
+        return "\n".join(lines)
+
+
+def _rationale(result: ClassifyResult) -> str:
+    """What the judge gave as its reason: the first evidence rationale and quote of its first
+    label, or why it found the input unclassifiable."""
+    for assignment in result.classifications:
+        for evidence in assignment.supporting_evidence:
+            return f"{evidence.rationale} (quotes {evidence.passage_id}: {evidence.quoted_text!r})"
+    return result.unclassifiable_reason or result.reason or "(none given)"
+
+
+def _worst(
+    records: Sequence[ClassifyGolden], aligned: Sequence[Mapping[str, Any]], limit: int
+) -> list[dict[str, Any]]:
+    """Disagreements, the most confident first (a confident wrong label is the costly kind)."""
+    off = []
+    for i, (record, row) in enumerate(zip(records, aligned, strict=True)):
+        labels = _label_list(row)
+        if set(labels) != set(record.labels):
+            confidence = row.get("confidence") or {}
+            top = max((float(v) for v in confidence.values()), default=math.nan)
+            off.append((1.0 if math.isnan(top) else -top, i, record, row, labels, top))
+    off.sort(key=lambda x: (x[0], x[1]))
+    return [
+        {
+            "id": record.id,
+            "golden": list(record.labels),
+            "judge": labels,
+            "confidence": top,
+            "rationale": str(row.get("rationale") or "(none given)"),
+            "source": str(row.get("source", "unknown")),
+            "input": excerpt(record.input, 300),
+        }
+        for _, _, record, row, labels, top in off[:limit]
+    ]
