@@ -107,3 +107,36 @@ def write_golden(path: Path, rows: list[dict[str, Any]] | None = None) -> Path:
         encoding="utf-8",
     )
     return path
+
+
+class AnsweringJudge(ScriptedJudge):
+    """Answers every request with ``answer(request)`` (a dict or raw text); counts its calls.
+    A list of answers for one request key lets a test script a re-ask."""
+
+    def __init__(self, answer: Any, judge_id: str = "scripted") -> None:
+        super().__init__([])
+        self.judge_id = judge_id
+        self.answer = answer
+
+    async def complete(self, request: JudgeRequest) -> Any:
+        self.replies = [self.answer]
+        return await super().complete(request)
+
+
+def use_judge(monkeypatch: Any, judge: ScriptedJudge, spec: str = "scripted") -> None:
+    """Make the judge spec ``spec`` build ``judge`` (the registry is restored after the test)."""
+    from evidex import judges
+
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+    judges.register_judge(spec, lambda _spec, **_options: judge)
+
+
+def run_cli(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """Run the real entry point: exit code, stdout, and stderr with its whitespace folded."""
+    import re
+
+    from evidex.cli import main
+
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, re.sub(r"\s+", " ", err)
