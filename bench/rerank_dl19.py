@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import ir_measures
@@ -61,6 +62,32 @@ def load_qrels(path: Path) -> dict[str, dict[str, int]]:
 def load_passages(path: Path) -> dict[str, Passage]:
     rows = (json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line)
     return {str(r["pid"]): Passage(passage_id=str(r["pid"]), text=r["text"]) for r in rows}
+
+
+@dataclass(frozen=True)
+class DL19:
+    """TREC DL 2019 passage as the benchmarks read it; ``qids`` are the judged queries that
+    have a BM25 run, sorted."""
+
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+    bm25: dict[str, list[RunLine]]
+    passages: dict[str, Passage]
+    qids: list[str]
+
+    def pool(self, qid: str) -> list[RunLine]:
+        """The BM25 candidates of ``qid`` that have a text, in BM25 order."""
+        return [r for r in self.bm25[qid] if r.docid in self.passages]
+
+
+def load_dl19(data: Path) -> DL19:
+    root = data / "trec-dl-2019"
+    queries = read_queries(root / "queries.tsv")
+    qrels = load_qrels(root / "qrels.txt")
+    bm25 = read_run(root / "bm25_top100.run")
+    passages = load_passages(root / "passages.jsonl")
+    qids = sorted(q for q in qrels if q in queries and q in bm25)
+    return DL19(queries, qrels, bm25, passages, qids)
 
 
 def ndcg(qrels: dict[str, dict[str, int]], run: Run, qids: Sequence[str]) -> float:
@@ -111,12 +138,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     load = os.getloadavg()[0]
-    root = args.data / "trec-dl-2019"
-    queries = read_queries(root / "queries.tsv")
-    qrels = load_qrels(root / "qrels.txt")
-    bm25 = read_run(root / "bm25_top100.run")
-    texts = load_passages(root / "passages.jsonl")
-    qids = sorted(q for q in qrels if q in queries and q in bm25)
+    dl19 = load_dl19(args.data)
+    queries, qrels, bm25, texts, qids = (
+        dl19.queries, dl19.qrels, dl19.bm25, dl19.passages, dl19.qids
+    )  # fmt: skip
 
     def with_text(qid: str) -> list[Passage]:
         return [

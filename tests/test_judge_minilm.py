@@ -91,15 +91,20 @@ def test_tokenizer_sha_mismatch_is_a_clear_error(tmp_path: Path) -> None:
     assert str(copy) in str(info.value) and _minilm.TOKENIZER_SHA256 in str(info.value)
 
 
-def test_missing_runtime_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+def _without_module(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    """Make ``importlib.import_module(missing)`` fail as if the package were not installed."""
     real = _minilm.importlib.import_module
 
     def fake(name: str, package: str | None = None) -> Any:
-        if name == "onnxruntime":
-            raise ImportError("No module named 'onnxruntime'")
+        if name == missing:
+            raise ImportError(f"No module named {missing!r}")
         return real(name, package)
 
     monkeypatch.setattr(_minilm.importlib, "import_module", fake)
+
+
+def test_missing_runtime_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    _without_module(monkeypatch, "onnxruntime")
     monkeypatch.setattr(_minilm, "_ENCODERS", {})
     with pytest.raises(MissingExtraError, match=r"onnxruntime.*pip install 'onnxruntime"):
         MiniLMJudge().embed(["text"])
@@ -482,14 +487,7 @@ def test_bm25_pool_scores_without_words_left_are_zero() -> None:
 
 
 def test_missing_bm25s_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = _minilm.importlib.import_module
-
-    def fake(name: str, package: str | None = None) -> Any:
-        if name == "bm25s":
-            raise ImportError("No module named 'bm25s'")
-        return real(name, package)
-
-    monkeypatch.setattr(_minilm.importlib, "import_module", fake)
+    _without_module(monkeypatch, "bm25s")
     with pytest.raises(MissingExtraError, match=r"bm25_weight.*pip install 'evidex\[bm25\]'"):
         get_judge("local:minilm", bm25_weight=0.3)
     assert get_judge("local:minilm").fingerprint()  # without fusion bm25s is never imported

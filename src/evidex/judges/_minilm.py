@@ -82,6 +82,7 @@ __all__ = [
     "SentenceScore",
     "Thresholds",
     "bm25_pool_scores",
+    "fuse_scores",
     "sentence_spans",
 ]
 
@@ -277,6 +278,14 @@ def bm25_pool_scores(query: str, texts: Sequence[str]) -> Vectors:
     retriever = bm25s.BM25(**BM25_PARAMS)
     retriever.index(corpus, show_progress=False)
     return np.asarray(retriever.get_scores(terms), dtype=np.float32)
+
+
+def fuse_scores(encoder: Vectors, bm25: Vectors, weight: float) -> tuple[Vectors, Vectors, Vectors]:
+    """``(1 - weight) * minmax(encoder) + weight * minmax(bm25)`` over one pool, with the two
+    normalised signals (for the justification); benchmarks call this very function."""
+    enc_norm, bm25_norm = _minmax(encoder), _minmax(bm25)
+    fused: Vectors = ((1 - weight) * enc_norm + weight * bm25_norm).astype(np.float32)
+    return fused, enc_norm, bm25_norm
 
 
 def _minmax(values: Vectors) -> Vectors:
@@ -550,8 +559,7 @@ class MiniLMJudge(Judge):
             return [PoolScore(m.score, _cosine_words(m)) for m in matches], read
         bm25 = bm25_pool_scores(query, texts)
         encoder = np.array([m.score for m in matches], dtype=np.float32)
-        enc_norm, bm25_norm = _minmax(encoder), _minmax(bm25)
-        fused = (1 - w) * enc_norm + w * bm25_norm
+        fused, enc_norm, bm25_norm = fuse_scores(encoder, bm25, w)
         out = [
             PoolScore(
                 float(fused[i]),
