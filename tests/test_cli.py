@@ -20,7 +20,6 @@ from evidex.cli import main
 from evidex.cli._io import read_passages, redact
 from evidex.errors import InputError
 from evidex.judging import JudgeRequest
-from evidex.store import open_store
 from tests.scripted import ScriptedJudge, tier_reply
 
 PLANTED_KEY = "sk-planted-9f8e7d6c5b4a3210"
@@ -549,89 +548,7 @@ def test_read_passages_rejects_non_utf8(tmp_path: Path) -> None:
         read_passages(path)
 
 
-# --------------------------------------------------------------------------- demo
-
-
-def test_demo_prints_tables_and_writes_json_to_the_default_store(
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    scripted: Callable[..., list[ScriptedJudge]],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
-    demo = json.loads(
-        (Path(__file__).parents[1] / "src/evidex/data/examples/tier_demo.json").read_text()
-    )
-    expected = demo["expected_tiers"]
-
-    def by_hand_label(request: JudgeRequest) -> dict[str, Any]:
-        overrides = {
-            pid: {"tier": tier} | ({"key_evidence_snippet": None} if tier == "irrelevant" else {})
-            for pid, tier in expected.items()
-        }
-        return tier_reply(request, **overrides)
-
-    scripted(by_hand_label, by_hand_label)
-    target = tmp_path / "demo.json"
-    code, out, err = run(capsys, "demo", "--judge", "scripted", "--json", str(target))
-    assert code == 0, err
-
-    assert demo["query"][:40] in out
-    for pid in expected:
-        assert pid in out
-    assert "Tier summary: directly-supporting 3 · contextually-relevant 3" in out
-    assert "agrees with the hand labels on 12 of 12 passages" in out
-    assert "Context for generation: policy standard" in out and "of 200 tokens used" in out
-    assert "Left out:" in out and "over the budget" in out and "excludes irrelevant" in out
-    assert "tier batches" in err  # twelve passages, batches of ten
-
-    report = json.loads(target.read_text())
-    assert [c["passage_id"] for c in report["classifications"]] == list(expected)
-    assert report["context"]["tokens_used"] <= 200
-    store = open_store()  # EVIDEX_DB: the demo used the normal store
-    try:
-        assert {r["run_id"] for r in store.audit_rows()} == {report["run_id"]}
-    finally:
-        store.close()
-
-    # again, in a narrow terminal: answered from the store's cache, id/tier/source share a cell
-    monkeypatch.setenv("COLUMNS", "80")
-    code, out, err = run(capsys, "demo", "--judge", "scripted")
-    assert code == 0, err
-    assert "passage · tier · source" in out and "cache" in out and "0 judge call(s)" in out
-    for pid in expected:
-        assert pid in out
-
-
-@pytest.mark.slow
-def test_demo_runs_offline_with_the_embedded_minilm_judge(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("COLUMNS", "200")
-    target = tmp_path / "demo.json"
-    code, out, err = run(capsys, "demo", "--json", str(target))
-    assert code == 0, err
-    assert "Judge: local:minilm" in out and "Context for generation" in out
-    report = json.loads(target.read_text())
-    assert report["judge_id"] == "local:minilm"
-    assert len(report["classifications"]) == 12
-    assert {c["source"] for c in report["classifications"]} == {"judge"}
-    assert sum(report["tier_summary"].values()) == 12
-    for c in report["classifications"]:
-        assert c["passage_id"] in out
-
-
-def test_demo_file_is_a_sound_example() -> None:
-    """Twelve passages with unique ids and a hand label each, in every tier of the default
-    scheme, so the demo shows supporting, background, near-miss and off-topic passages."""
-    from evidex.cli.demo import load_demo
-    from evidex.types import DEFAULT_TIERS
-
-    demo = load_demo()
-    ids = [p.passage_id for p in demo.passages]
-    assert len(ids) == 12 == len(set(ids))
-    assert set(demo.expected_tiers) == set(ids)
-    assert sorted(set(demo.expected_tiers.values())) == sorted(DEFAULT_TIERS.names)
+# The demo command is tested in tests/test_demo.py.
 
 
 # --------------------------------------------------------------------------- help
@@ -664,7 +581,21 @@ def test_demo_file_is_a_sound_example() -> None:
         (["review", "list"], ["--status", "--job", "--json", "--db"]),
         (["review", "show"], ["ID", "--json", "--db"]),
         (["review", "resolve"], ["ID", "--decision", "--note", "--reviewer", "--db"]),
-        (["demo"], ["--judge", "--base-url", "--budget", "--json", "--db", "--verbose"]),
+        (
+            ["demo"],
+            [
+                "--judge",
+                "--rerank-judge",
+                "--tier-judge",
+                "--audit-judge",
+                "--classify-judge",
+                "--base-url",
+                "--budget",
+                "--json",
+                "--db",
+                "--verbose",
+            ],
+        ),
     ],
 )
 def test_help_explains_each_option(
