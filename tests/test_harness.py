@@ -224,6 +224,22 @@ def test_timeout_counts_as_unavailable(store: SqlStore, passages: list[Passage])
     assert "did not answer within 0.05s" in (result.classifications[0].reason or "")
 
 
+def test_without_a_set_timeout_the_judges_own_default_applies(
+    store: SqlStore, passages: list[Passage]
+) -> None:
+    judge = ScriptedJudge([tier_reply] * 3, delay_s=0.5)
+    judge.default_timeout_s = 0.05  # a judge that knows it must answer fast
+    result = _run(judge, store, passages, settings=HarnessSettings(backoff_s=0))
+    assert "did not answer within 0.05s" in (result.classifications[0].reason or "")
+
+    patient = ScriptedJudge([tier_reply], delay_s=0.1)
+    patient.default_timeout_s = 0.01
+    settings = HarnessSettings(timeout_s=5, backoff_s=0)  # the caller's setting wins
+    assert {a.source for a in _run(patient, store, passages, settings=settings).classifications} == {
+        "judge"
+    }
+
+
 def test_circuit_breaker_opens_and_fails_fast(store: SqlStore) -> None:
     passages = [Passage(passage_id=f"b{i}", text=f"text {i}") for i in range(20)]
     judge = ScriptedJudge([JudgeUnavailable("down")] * 100)

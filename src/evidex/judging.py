@@ -61,6 +61,9 @@ class Judge(abc.ABC):
     context_window: int = 8192
     is_heuristic: bool = False
     """True for judges whose verdicts come from scores and thresholds, not from reading."""
+    default_timeout_s: float = 120.0
+    """How long one call may take when the caller sets no timeout (``HarnessSettings``). A model
+    on the local CPU needs far longer than an API, and on a busy machine longer still."""
 
     def __init__(self, judge_id: str) -> None:
         self.judge_id = judge_id

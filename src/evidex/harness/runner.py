@@ -42,7 +42,9 @@ _BREAKERS: weakref.WeakKeyDictionary[Judge, CircuitBreaker] = weakref.WeakKeyDic
 
 @dataclass(frozen=True)
 class HarnessSettings:
-    timeout_s: float = 120.0
+    timeout_s: float | None = None
+    """Seconds one judge call may take; None: the judge's own ``default_timeout_s`` (120 s for
+    APIs, longer for models on the local CPU)."""
     max_concurrency: int = 4
     temperature: float = 0.2
     breaker_threshold: int = 5
@@ -327,14 +329,13 @@ class Harness:
                 f"circuit breaker open for {self.judge.judge_id} after "
                 f"{self.breaker.failures} consecutive failures"
             )
+        timeout = self.settings.timeout_s or self.judge.default_timeout_s
         try:
-            reply = await asyncio.wait_for(
-                self.judge.complete(request), timeout=self.settings.timeout_s
-            )
+            reply = await asyncio.wait_for(self.judge.complete(request), timeout=timeout)
         except asyncio.TimeoutError as exc:
             self.breaker.record_failure()
             raise JudgeUnavailable(
-                f"{self.judge.judge_id} did not answer within {self.settings.timeout_s:g}s"
+                f"{self.judge.judge_id} did not answer within {timeout:g}s"
             ) from exc
         except JudgeUnavailable:
             self.breaker.record_failure()

@@ -118,6 +118,10 @@ class QwenJudge(Judge):
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
     max_concurrency = 1
+    # A batch takes one to three minutes on two idle cores and several times that on a busy
+    # machine; a call that times out cannot be stopped (llama.cpp keeps the thread and the
+    # lock), so a short timeout only throws the work away.
+    default_timeout_s = 900.0
 
     def __init__(self, judge_id: str = "local:qwen", options: QwenOptions | None = None) -> None:
         super().__init__(judge_id)
