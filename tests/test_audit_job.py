@@ -156,7 +156,7 @@ def test_retry_that_fixes_the_reply_is_accepted(store: SqlStore) -> None:
 
 def test_classify_fallback_keeps_the_claims_as_unsupported_for_review(store: SqlStore) -> None:
     judge = ScriptedJudge([{"claims": [FOUNDED]}, {"claims": []}, {"claims": []}])
-    result = _audit(judge, store, mode="two-pass")
+    result = _audit(judge, store, answer=FOUNDED, mode="two-pass")
     (claim,) = result.claims
     assert (claim.classification, claim.source) == ("unsupported", "fallback")
     assert result.source == "fallback" and result.decision.decision == "review"

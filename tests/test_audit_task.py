@@ -33,6 +33,7 @@ from tests.audit_fixtures import (
 )
 
 BATCH = SegmentBatch(ANSWER, tuple(PASSAGES), answer_id="a1", question="About Acme?")
+FOUNDED_ONLY = SegmentBatch(FOUNDED, tuple(PASSAGES), answer_id="a1")
 
 
 def _errors(step: Any, batch: Any, data: Any) -> str:
@@ -131,7 +132,7 @@ def test_partial_support_must_name_the_unsupported_part() -> None:
     assert "is not words of the claim" in errors
     errors = _errors(AuditStep(), BATCH, reply({**partial, "unsupported_part": FOUNDED}))
     assert "is the whole claim" in errors
-    ok = AuditStep().validate(BATCH, reply({**partial, "unsupported_part": "in 2012"}))
+    ok = AuditStep().validate(FOUNDED_ONLY, reply({**partial, "unsupported_part": "in 2012"}))
     assert ok.claims[0].unsupported_part == "in 2012"
 
 
@@ -161,14 +162,16 @@ def test_summary_that_disagrees_is_recomputed_and_logged() -> None:
         "unsupported": 0,
         "contradicted": 0,
     }
-    value = AuditStep().validate(BATCH, reply(supported(), contradicted(), summary=wrong))
+    value = AuditStep().validate(
+        BATCH, reply(supported(), inferred(), contradicted(), summary=wrong)
+    )
     assert [w.kind for w in value.warnings] == ["summary_mismatch"]
-    assert value.warnings[0].data["computed"]["total_claims"] == 2
+    assert value.warnings[0].data["computed"]["total_claims"] == 3
     assert AuditSummary.of(value.claims).fully_supported == 1
 
 
 def test_empty_context_allows_only_unsupported() -> None:
-    batch = SegmentBatch(ANSWER, ())
+    batch = SegmentBatch(FOUNDED, ())
     errors = _errors(AuditStep(), batch, reply(supported()))
     assert "the context is empty, so the claim must be unsupported" in errors
     value = AuditStep().validate(batch, reply(unsupported(FOUNDED)))
@@ -202,8 +205,8 @@ def test_not_a_claims_object_is_rejected() -> None:
 
 
 def test_extract_step_validates_verbatim_spans() -> None:
-    value = ExtractStep().validate(BATCH, {"claims": [FOUNDED, CEO]})
-    assert [ANSWER[c.start : c.end] for c in value.claims] == [FOUNDED, CEO]
+    value = ExtractStep().validate(BATCH, {"claims": [FOUNDED, CEO, FREE]})
+    assert [ANSWER[c.start : c.end] for c in value.claims] == [FOUNDED, CEO, FREE]
     assert "not verbatim" in _errors(ExtractStep(), BATCH, {"claims": ["Acme is old."]})
 
 
@@ -281,3 +284,49 @@ def test_segments_cover_the_text_at_sentence_ends() -> None:
     assert "".join(run_on[s.start : s.end] for s in pieces).replace(" ", "") == run_on.replace(
         " ", ""
     )
+
+
+# ------------------------------------------------------------ lexical sanity of the grades
+
+
+def test_fully_supported_claim_needs_its_figures_in_the_quotes() -> None:
+    wrong_year = supported("Acme Corp was founded in 2013.")
+    batch = SegmentBatch("Acme Corp was founded in 2013.", tuple(PASSAGES))
+    errors = _errors(AuditStep(), batch, reply(wrong_year))
+    assert "the figure(s) ['2013'] of the claim appear in none of its supporting_quotes" in errors
+    # the same claim graded lower is accepted: the check never forces a grade
+    lower = supported(
+        "Acme Corp was founded in 2013.",
+        classification="partially_supported",
+        unsupported_part="in 2013",
+    )
+    assert AuditStep().validate(batch, reply(lower)).claims[0].unsupported_part == "in 2013"
+
+
+def test_fully_supported_claim_needs_quotes_about_it() -> None:
+    off_topic = supported(
+        "Acme Corp was founded by Jane Smith.",
+        supporting_context_ids=["passage-3"],
+        supporting_quotes=["All senior executives will attend."],
+    )
+    batch = SegmentBatch("Acme Corp was founded by Jane Smith.", tuple(PASSAGES))
+    errors = _errors(AuditStep(), batch, reply(off_topic))
+    assert "its supporting_quotes share no word with the claim" in errors
+    # a paraphrase that shares a word and no figure passes
+    assert AuditStep().validate(FOUNDED_ONLY, reply(supported())).claims
+
+
+@pytest.mark.parametrize("step", [AuditStep(), ExtractStep()], ids=["one-pass", "extract"])
+def test_a_sentence_without_a_claim_is_re_asked(step: Any) -> None:
+    partial = reply(supported()) if isinstance(step, AuditStep) else {"claims": [FOUNDED]}
+    errors = _errors(step, BATCH, partial)
+    assert f"the sentence {CEO!r} of the answer has no claim" in errors
+    assert f"the sentence {FREE!r} of the answer has no claim" in errors
+
+
+def test_questions_and_pleasantries_need_no_claim() -> None:
+    text = f"{FOUNDED} Would you like to know more? Hope this helps."
+    batch = SegmentBatch(text, tuple(PASSAGES))
+    assert [c.claim_text for c in AuditStep().validate(batch, reply(supported())).claims] == [
+        FOUNDED
+    ]
