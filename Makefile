@@ -32,7 +32,7 @@ $(LLM_STAMP): $(STAMP)
 
 llm: $(LLM_STAMP)
 
-demo: $(STAMP)
+demo: $(LLM_STAMP)
 	$(BIN)/evidex demo
 
 test: $(STAMP) $(LLM_STAMP)
