@@ -335,13 +335,18 @@ class RerankStep:
 
 
 def rank_schema(passage_ids: Sequence[str]) -> dict[str, Any]:
-    """JSON schema of a ranking reply, with the batch's ids as an enum."""
+    """JSON schema of a ranking reply, with the batch's ids as an enum.
+
+    The ranking must hold every passage (``minItems`` = the batch size): a judge that decodes
+    under the schema (``local:qwen``) otherwise stops after the best passage or two. So such a
+    judge never uses ``excluded``; it stays for judges that answer from the prompt alone.
+    """
     return {
         "type": "object",
         "properties": {
             "ranked_passages": {
                 "type": "array",
-                "minItems": 1,
+                "minItems": len(passage_ids),
                 "maxItems": len(passage_ids),
                 "items": {
                     "type": "object",
