@@ -41,11 +41,16 @@ class ScriptedJudge(Judge):
         if isinstance(reply, Exception):
             raise reply
         text = reply if isinstance(reply, str) else json.dumps(reply)
-        return JudgeReply(text=text, usage=Usage(prompt_tokens=100, completion_tokens=20),
-                          model_version="scripted-1")
+        return JudgeReply(
+            text=text,
+            usage=Usage(prompt_tokens=100, completion_tokens=20),
+            model_version="scripted-1",
+        )
 
 
-def tier_reply(request: JudgeRequest, tier: str = "directly-supporting", **overrides: Any) -> dict[str, Any]:
+def tier_reply(
+    request: JudgeRequest, tier: str = "directly-supporting", **overrides: Any
+) -> dict[str, Any]:
     """A valid tier reply for whatever batch the request carries (snippet = first 5 words)."""
     items = []
     for p in request.payload["passages"]:

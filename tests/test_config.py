@@ -30,10 +30,16 @@ def test_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("colour = 1", "invalid settings"), ("[judges]\nsummarise = 'x'", "unknown job"), ("timeout_s = ", "cannot read"),
-     ("timeout_s = -1", "invalid settings")],
+    [
+        ("colour = 1", "invalid settings"),
+        ("[judges]\nsummarise = 'x'", "unknown job"),
+        ("timeout_s = ", "cannot read"),
+        ("timeout_s = -1", "invalid settings"),
+    ],
 )
-def test_bad_files_are_config_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str, message: str) -> None:
+def test_bad_files_are_config_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: str, message: str
+) -> None:
     path = tmp_path / "c.toml"
     path.write_text(content)
     monkeypatch.setenv("EVIDEX_CONFIG", str(path))

@@ -13,8 +13,22 @@ def test_all_exports_exist() -> None:
 
 def test_no_public_name_outside_all() -> None:
     public = {n for n in dir(evidex) if not n.startswith("_")}
-    modules = {"errors", "harness", "jobs", "judges", "judging", "store", "tasks", "types",
-               "taxonomy", "preflight", "evaluate", "service", "cli", "config"}
+    modules = {
+        "errors",
+        "harness",
+        "jobs",
+        "judges",
+        "judging",
+        "store",
+        "tasks",
+        "types",
+        "taxonomy",
+        "preflight",
+        "evaluate",
+        "service",
+        "cli",
+        "config",
+    }
     assert public - set(evidex.__all__) - modules == set()
 
 
@@ -22,6 +36,7 @@ def test_import_is_light() -> None:
     import subprocess
     import sys
 
-    code = "import sys, evidex; print(sorted(m for m in ('onnxruntime','llama_cpp','fastapi','openai') if m in sys.modules))"
+    heavy = "('onnxruntime', 'llama_cpp', 'fastapi', 'openai')"
+    code = f"import sys, evidex; print(sorted(m for m in {heavy} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

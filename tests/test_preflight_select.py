@@ -68,7 +68,9 @@ def test_json_extraction(text: str) -> None:
     assert extract_json_object(text) == {"a": 1}
 
 
-@pytest.mark.parametrize(("text", "message"), [("", "empty"), ('{"a": [1, 2', "truncated"), ("no json", "no JSON")])
+@pytest.mark.parametrize(
+    ("text", "message"), [("", "empty"), ('{"a": [1, 2', "truncated"), ("no json", "no JSON")]
+)
 def test_json_extraction_failures(text: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         extract_json_object(text)
@@ -82,8 +84,13 @@ def _result(store: SqlStore) -> evidex.TierResult:
         "t1": "tangent " * 5,
         "i1": "irrelevant " * 5,
     }
-    tiers = {"d1": "directly-supporting", "c1": "contextually-relevant", "d2": "directly-supporting",
-             "t1": "tangentially-related", "i1": "irrelevant"}
+    tiers = {
+        "d1": "directly-supporting",
+        "c1": "contextually-relevant",
+        "d2": "directly-supporting",
+        "t1": "tangentially-related",
+        "i1": "irrelevant",
+    }
     judge = ScriptedJudge([lambda r: tier_reply(r, **{k: {"tier": v} for k, v in tiers.items()})])
     passages = [Passage(passage_id=k, text=v.strip()) for k, v in texts.items()]
     return evidex.tier("q", passages, judge=judge, store=store)
@@ -93,10 +100,16 @@ def test_select_policies(store: SqlStore) -> None:
     result = _result(store)
     strict = select_context(result, "strict", 10_000)
     assert [i.passage_id for i in strict.items] == ["d1", "d2"]
-    assert {lo.passage_id: lo.reason for lo in strict.left_out} == {"c1": "policy", "t1": "policy", "i1": "policy"}
+    assert {lo.passage_id: lo.reason for lo in strict.left_out} == {
+        "c1": "policy",
+        "t1": "policy",
+        "i1": "policy",
+    }
     standard = select_context(result, "standard", 10_000)
     assert [(i.passage_id, i.supplementary) for i in standard.items] == [
-        ("d1", False), ("d2", False), ("c1", True)
+        ("d1", False),
+        ("d2", False),
+        ("c1", True),
     ]
     broad = select_context(result, "broad", 10_000)
     assert [i.passage_id for i in broad.items] == ["d1", "d2", "c1", "t1"]
@@ -126,10 +139,18 @@ def test_custom_tier_scheme_from_file(tmp_path, store: SqlStore) -> None:  # typ
     scheme = TierScheme.from_file(path)
     assert scheme.names == ["answer", "background", "noise"] and scheme.top == "answer"
     judge = ScriptedJudge([lambda r: tier_reply(r, "answer"), tier_reply])
-    result = evidex.tier("q", [Passage(passage_id="a", text="some text here ok")], judge=judge, store=store, tiers=scheme)
+    result = evidex.tier(
+        "q",
+        [Passage(passage_id="a", text="some text here ok")],
+        judge=judge,
+        store=store,
+        tiers=scheme,
+    )
     assert result.tier_summary == {"answer_count": 1, "background_count": 0, "noise_count": 0}
     assert "- answer: states the answer" in judge.requests[0].messages[0].content
-    assert "(none given)" in judge.requests[0].messages[1].content  # default examples fit only the default tiers
+    assert (
+        "(none given)" in judge.requests[0].messages[1].content
+    )  # default examples fit only the default tiers
 
 
 @pytest.mark.parametrize(
@@ -137,8 +158,14 @@ def test_custom_tier_scheme_from_file(tmp_path, store: SqlStore) -> None:  # typ
     [
         ("tiers: [{name: a, definition: x}]", "at least two"),
         ("tiers: [{name: a, definition: x}, {name: a, definition: y}]\nfallback_tier: a", "unique"),
-        ("tiers: [{name: a, definition: x}, {name: b, definition: y}]\nfallback_tier: c", "not one of"),
-        ("tiers: [{name: 'a b', definition: x}, {name: b, definition: y}]\nfallback_tier: b", "without spaces"),
+        (
+            "tiers: [{name: a, definition: x}, {name: b, definition: y}]\nfallback_tier: c",
+            "not one of",
+        ),
+        (
+            "tiers: [{name: 'a b', definition: x}, {name: b, definition: y}]\nfallback_tier: b",
+            "without spaces",
+        ),
         ("just a string", "expected a mapping"),
     ],
 )
@@ -150,7 +177,12 @@ def test_bad_tier_files(tmp_path, content: str, message: str) -> None:  # type: 
 
 
 def test_default_scheme_is_the_spec_four() -> None:
-    assert DEFAULT_TIERS.names == ["directly-supporting", "contextually-relevant", "tangentially-related", "irrelevant"]
+    assert DEFAULT_TIERS.names == [
+        "directly-supporting",
+        "contextually-relevant",
+        "tangentially-related",
+        "irrelevant",
+    ]
     assert DEFAULT_TIERS.fallback_tier == "contextually-relevant"
 
 

@@ -46,10 +46,14 @@ def test_tier_and_rerank_snippets_run(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.mark.parametrize("name", ["tier", "rerank"])
 def test_cli_examples_run_as_written(name: str, tmp_path: Path) -> None:
-    [command] = [c for c in _cli_commands() if c.startswith(f"evidex {name} --query") and "examples/" in c]
+    [command] = [
+        c for c in _cli_commands() if c.startswith(f"evidex {name} --query") and "examples/" in c
+    ]
     (tmp_path / "examples").symlink_to(ROOT / "examples")
     script = Path(sys.executable).with_name("evidex")
     line = command.replace("evidex", shlex.quote(str(script)), 1)
     env = dict(os.environ)
-    done = subprocess.run(["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
+    )
     assert done.returncode == 0, done.stderr

@@ -14,9 +14,9 @@ from evidex.store import SqlStore
 from tests.scripted import ScriptedJudge, tier_reply
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from evidex.service import create_app  # noqa: E402
+from evidex.service import create_app
 
 PASSAGES = [
     {"passage_id": "a", "text": "Most adults need 600 IU of vitamin D a day."},
@@ -29,10 +29,20 @@ def _client(store: SqlStore, judge: ScriptedJudge) -> TestClient:
 
 
 def test_tier_endpoint_returns_the_spec_schema(store: SqlStore) -> None:
-    judge = ScriptedJudge([lambda r: tier_reply(r, b={"tier": "irrelevant", "key_evidence_snippet": None})])
+    judge = ScriptedJudge(
+        [lambda r: tier_reply(r, b={"tier": "irrelevant", "key_evidence_snippet": None})]
+    )
     client = _client(store, judge)
-    response = client.post("/tier", json={"query": "vitamin D dose", "passages": PASSAGES, "judge": "scripted",
-                                          "policy": "strict", "budget": 100})
+    response = client.post(
+        "/tier",
+        json={
+            "query": "vitamin D dose",
+            "passages": PASSAGES,
+            "judge": "scripted",
+            "policy": "strict",
+            "budget": 100,
+        },
+    )
     assert response.status_code == 200, response.text
     body = response.json()
     assert [c["passage_id"] for c in body["classifications"]] == ["a", "b"]
@@ -47,17 +57,23 @@ def test_bad_input_is_422_with_a_message(store: SqlStore) -> None:
     response = client.post("/tier", json={"query": "q", "passages": dup, "judge": "scripted"})
     assert response.status_code == 422
     assert "unique" in response.json()["detail"]
-    response = client.post("/tier", json={"query": "q", "passages": PASSAGES, "judge": "openai:evil"})
+    response = client.post(
+        "/tier", json={"query": "q", "passages": PASSAGES, "judge": "openai:evil"}
+    )
     assert response.status_code == 422 and "not enabled" in response.json()["detail"]
 
 
 def test_fallback_then_review_round_trip(store: SqlStore) -> None:
     client = _client(store, ScriptedJudge(["nope"] * 3))
-    body = client.post("/tier", json={"query": "q", "passages": PASSAGES, "judge": "scripted"}).json()
+    body = client.post(
+        "/tier", json={"query": "q", "passages": PASSAGES, "judge": "scripted"}
+    ).json()
     assert {c["source"] for c in body["classifications"]} == {"fallback"}
     [item_id] = body["review_item_ids"]
     assert [i["id"] for i in client.get("/review").json()] == [item_id]
-    resolved = client.post(f"/review/{item_id}/resolve", json={"decision": "irrelevant", "reviewer": "ana"}).json()
+    resolved = client.post(
+        f"/review/{item_id}/resolve", json={"decision": "irrelevant", "reviewer": "ana"}
+    ).json()
     assert resolved["status"] == "resolved"
     assert client.get("/review").json() == []
     rows = client.get("/log", params={"run_id": body["run_id"]}).json()
@@ -77,7 +93,9 @@ def live_server(store: SqlStore) -> Iterator[tuple[str, ScriptedJudge]]:
     import uvicorn
 
     judge = ScriptedJudge([tier_reply] * 5)
-    config = uvicorn.Config(create_app(store, judges={"scripted": judge}), host="127.0.0.1", port=0, log_level="warning")
+    config = uvicorn.Config(
+        create_app(store, judges={"scripted": judge}), host="127.0.0.1", port=0, log_level="warning"
+    )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -95,7 +113,9 @@ def live_server(store: SqlStore) -> Iterator[tuple[str, ScriptedJudge]]:
 def test_real_server_on_loopback(live_server: tuple[str, Any]) -> None:
     base, judge = live_server
     with httpx.Client(base_url=base, timeout=10) as client:
-        response = client.post("/tier", json={"query": "vitamin D", "passages": PASSAGES, "judge": "scripted"})
+        response = client.post(
+            "/tier", json={"query": "vitamin D", "passages": PASSAGES, "judge": "scripted"}
+        )
         assert response.status_code == 200
         assert len(response.json()["classifications"]) == 2
         assert client.get("/healthz").status_code == 200

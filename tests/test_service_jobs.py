@@ -13,9 +13,9 @@ from tests.scripted import ScriptedJudge
 from tests.test_rerank import rank_reply
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from evidex.service import create_app  # noqa: E402
+from evidex.service import create_app
 
 
 def _client(store: SqlStore, judge: ScriptedJudge) -> TestClient:
@@ -27,11 +27,19 @@ def _dump(passages: list[Any]) -> list[dict[str, Any]]:
 
 
 def test_rerank_endpoint(store: SqlStore) -> None:
-    passages = [{"passage_id": f"p{i}", "text": f"passage {i} about vitamin D doses"} for i in range(4)]
+    passages = [
+        {"passage_id": f"p{i}", "text": f"passage {i} about vitamin D doses"} for i in range(4)
+    ]
     client = _client(store, ScriptedJudge([rank_reply(["p2", "p0"])]))
     response = client.post(
         "/rerank",
-        json={"query": "vitamin D", "passages": passages, "judge": "scripted", "strategy": "allpairs", "top_k": 2},
+        json={
+            "query": "vitamin D",
+            "passages": passages,
+            "judge": "scripted",
+            "strategy": "allpairs",
+            "top_k": 2,
+        },
     )
     assert response.status_code == 200, response.text
     ranked = response.json()["ranked_passages"]
@@ -44,7 +52,12 @@ def test_classify_endpoint(store: SqlStore) -> None:
     labels = [{"label": d.name, "description": d.description} for d in cf.TAXONOMY.labels]
     response = client.post(
         "/classify",
-        json={"input": cf.INPUT, "passages": _dump(cf.PASSAGES), "labels": labels, "judge": "scripted"},
+        json={
+            "input": cf.INPUT,
+            "passages": _dump(cf.PASSAGES),
+            "labels": labels,
+            "judge": "scripted",
+        },
     )
     assert response.status_code == 200, response.text
     body = response.json()

@@ -19,7 +19,11 @@ def test_migrations_are_numbered_and_idempotent(store: SqlStore) -> None:
 
 
 def test_audit_log_round_trip(store: SqlStore) -> None:
-    store.append_audit(AuditRecord(run_id="r1", job="tier", status="ok", raw_output="{}", labels={"p1": "irrelevant"}))
+    store.append_audit(
+        AuditRecord(
+            run_id="r1", job="tier", status="ok", raw_output="{}", labels={"p1": "irrelevant"}
+        )
+    )
     store.append_audit(AuditRecord(run_id="r2", job="tier", status="invalid", errors=["bad"]))
     rows = store.audit_rows()
     assert [r["run_id"] for r in rows] == ["r1", "r2"]
@@ -30,7 +34,9 @@ def test_audit_log_round_trip(store: SqlStore) -> None:
     assert [r["run_id"] for r in store.audit_rows(run_id="r1")] == ["r1"]
 
 
-@pytest.mark.parametrize("statement", ["UPDATE audit_log SET status = 'ok'", "DELETE FROM audit_log"])
+@pytest.mark.parametrize(
+    "statement", ["UPDATE audit_log SET status = 'ok'", "DELETE FROM audit_log"]
+)
 def test_audit_log_is_append_only_in_the_database(store: SqlStore, statement: str) -> None:
     store.append_audit(AuditRecord(run_id="r1", job="tier", status="ok"))
     with pytest.raises(sa.exc.DatabaseError, match="append-only"), store.engine.begin() as conn:
@@ -49,11 +55,17 @@ def test_cache_is_content_addressed(store: SqlStore) -> None:
 
 def test_review_queue_lifecycle(store: SqlStore) -> None:
     item_id = store.add_review(
-        ReviewRequest(job="tier", reason="fallback", run_id="r1", passage_ids=["p1"], payload={"x": 1})
+        ReviewRequest(
+            job="tier", reason="fallback", run_id="r1", passage_ids=["p1"], payload={"x": 1}
+        )
     )
     [pending] = store.list_reviews()
-    assert pending["id"] == item_id and pending["status"] == "pending" and pending["decision"] is None
-    resolved = store.resolve_review(item_id, decision="irrelevant", reviewer="ana", note="keyword match")
+    assert (
+        pending["id"] == item_id and pending["status"] == "pending" and pending["decision"] is None
+    )
+    resolved = store.resolve_review(
+        item_id, decision="irrelevant", reviewer="ana", note="keyword match"
+    )
     assert resolved["status"] == "resolved" and resolved["reviewer"] == "ana"
     assert resolved["resolved_at"] >= resolved["created_at"]
     assert store.list_reviews() == []
@@ -63,7 +75,9 @@ def test_review_queue_lifecycle(store: SqlStore) -> None:
     with pytest.raises(InputError, match="no review item"):
         store.get_review(999)
     with pytest.raises(InputError, match="decision is required"):
-        store.resolve_review(store.add_review(ReviewRequest(job="tier", reason="r", run_id="r")), decision=" ")
+        store.resolve_review(
+            store.add_review(ReviewRequest(job="tier", reason="r", run_id="r")), decision=" "
+        )
 
 
 def test_default_url_follows_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

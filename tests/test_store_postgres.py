@@ -22,7 +22,10 @@ from evidex.store import SqlStore, open_store
 
 pytest.importorskip("psycopg", reason="the postgres extra is not installed")
 
-BIN_DIRS = [Path("/usr/local/bin"), *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True)]
+BIN_DIRS = [
+    Path("/usr/local/bin"),
+    *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True),
+]
 
 
 def _binary(name: str) -> str | None:
@@ -52,17 +55,33 @@ def pg_url() -> Iterator[str]:
     if as_user:
         shutil.chown(root, "postgres")
     data, port = root / "data", _free_port()
-    subprocess.run([*as_user, initdb, "-D", str(data), "-U", "evidex", "--auth=trust"], check=True,
-                   capture_output=True)
     subprocess.run(
-        [*as_user, pg_ctl, "-D", str(data), "-w", "-l", str(root / "log"),
-         "-o", f"-p {port} -k {root} -c listen_addresses=127.0.0.1", "start"],
-        check=True, capture_output=True,
+        [*as_user, initdb, "-D", str(data), "-U", "evidex", "--auth=trust"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_user,
+            pg_ctl,
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(root / "log"),
+            "-o",
+            f"-p {port} -k {root} -c listen_addresses=127.0.0.1",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
     )
     try:
         yield f"postgresql+psycopg://evidex@127.0.0.1:{port}/postgres"
     finally:
-        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "fast", "stop"], capture_output=True)
+        subprocess.run(
+            [*as_user, pg_ctl, "-D", str(data), "-m", "fast", "stop"], capture_output=True
+        )
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -71,14 +90,19 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
     store = open_store(pg_url)
     yield store
     with store.engine.begin() as conn:
-        conn.exec_driver_sql("DROP TABLE IF EXISTS audit_log, cache, review_queue, golden_labels, schema_migrations CASCADE")
+        conn.exec_driver_sql(
+            "DROP TABLE IF EXISTS audit_log, cache, review_queue, golden_labels, "
+            "schema_migrations CASCADE"
+        )
     store.close()
 
 
 @pytest.mark.network
 def test_postgres_store_round_trip(pg_store: SqlStore) -> None:
     assert pg_store.schema_version() == 2
-    pg_store.append_audit(AuditRecord(run_id="r", job="tier", status="ok", labels={"a": "irrelevant"}))
+    pg_store.append_audit(
+        AuditRecord(run_id="r", job="tier", status="ok", labels={"a": "irrelevant"})
+    )
     assert pg_store.audit_rows()[0]["labels"] == {"a": "irrelevant"}
     with pytest.raises(sa.exc.DatabaseError, match="append-only"), pg_store.engine.begin() as conn:
         conn.exec_driver_sql("DELETE FROM audit_log")

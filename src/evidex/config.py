@@ -66,7 +66,8 @@ def _from_file(path: Path) -> dict[str, Any]:
             raise ConfigError(f"{path}: EVIDEX_CONFIG names a file that does not exist")
         return {}
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        data: dict[str, Any] = tomllib.loads(path.read_text(encoding="utf-8"))
+        return data
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the configuration: {exc}") from exc
 
@@ -77,10 +78,17 @@ def _from_env() -> dict[str, Any]:
     if env.get("EVIDEX_DB"):
         db = env["EVIDEX_DB"]
         values["db"] = db if "://" in db else f"sqlite:///{Path(db).expanduser()}"
-    for key, name in (("timeout_s", "EVIDEX_TIMEOUT_S"), ("max_concurrency", "EVIDEX_MAX_CONCURRENCY")):
+    for key, name in (
+        ("timeout_s", "EVIDEX_TIMEOUT_S"),
+        ("max_concurrency", "EVIDEX_MAX_CONCURRENCY"),
+    ):
         if env.get(name):
             values[key] = env[name]
-    judges = {job: env[f"EVIDEX_JUDGE_{job.upper()}"] for job in JOBS if env.get(f"EVIDEX_JUDGE_{job.upper()}")}
+    judges = {
+        job: env[f"EVIDEX_JUDGE_{job.upper()}"]
+        for job in JOBS
+        if env.get(f"EVIDEX_JUDGE_{job.upper()}")
+    }
     if judges:
         values["judges"] = judges
     return values
@@ -98,7 +106,9 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
             if key == "judges" and isinstance(value, dict):
                 unknown = set(value) - set(JOBS)
                 if unknown:
-                    raise ConfigError(f"unknown job(s) in judges: {sorted(unknown)}; jobs are {list(JOBS)}")
+                    raise ConfigError(
+                        f"unknown job(s) in judges: {sorted(unknown)}; jobs are {list(JOBS)}"
+                    )
                 judges.update(value)
             else:
                 merged[key] = value

@@ -157,7 +157,8 @@ class TierScheme(BaseModel):
 
     @staticmethod
     def count_key(name: str) -> str:
-        """The ``tier_summary`` key of a tier: ``directly-supporting`` → ``directly_supporting_count``."""
+        """The ``tier_summary`` key of a tier:
+        ``directly-supporting`` → ``directly_supporting_count``."""
         return name.replace("-", "_") + "_count"
 
     def summary(self, tiers: Iterable[str]) -> dict[str, int]:

@@ -15,7 +15,6 @@ from evidex.cli._app import app, run
 __all__ = ["app", "main"]
 
 
-
 def _register() -> None:
     """Import every public module of this package: each registers its commands on ``app``."""
     for info in pkgutil.iter_modules(__path__):

@@ -10,11 +10,16 @@ from evidex.errors import MissingExtraError
 
 @app.command()
 def serve(
-    host: str = typer.Option("127.0.0.1", help="Interface to bind; 0.0.0.0 exposes it to the network."),
+    host: str = typer.Option(
+        "127.0.0.1", help="Interface to bind; 0.0.0.0 exposes it to the network."
+    ),
     port: int = typer.Option(8321, help="TCP port."),
-    db: str = typer.Option(None, "--db", help="Store URL (default: EVIDEX_DB or the user data dir)."),
+    db: str = typer.Option(
+        None, "--db", help="Store URL (default: EVIDEX_DB or the user data dir)."
+    ),
 ) -> None:
-    """Serve the jobs over HTTP: POST /tier (and the other jobs), /review, /log, /metrics, /healthz."""
+    """Serve the jobs over HTTP: POST /tier (and the other jobs), /review, /log, /metrics and
+    /healthz."""
     try:
         import uvicorn
     except ImportError as exc:

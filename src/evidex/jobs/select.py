@@ -91,10 +91,14 @@ def select_context(
         tokens = count_tokens(texts[a.passage_id])
         if a.tier not in allowed or a.duplicate_of:
             if a.tier not in allowed:
-                left.append(LeftOut(passage_id=a.passage_id, tier=a.tier, reason="policy", tokens=tokens))
+                left.append(
+                    LeftOut(passage_id=a.passage_id, tier=a.tier, reason="policy", tokens=tokens)
+                )
             continue
         if used + tokens > token_budget:
-            left.append(LeftOut(passage_id=a.passage_id, tier=a.tier, reason="budget", tokens=tokens))
+            left.append(
+                LeftOut(passage_id=a.passage_id, tier=a.tier, reason="budget", tokens=tokens)
+            )
             continue
         used += tokens
         by_tier[a.tier] += tokens

@@ -117,7 +117,9 @@ async def atier(
     if not query or not query.strip():
         raise InputError("the query is empty")
     if not MIN_BATCH <= batch_size <= MAX_BATCH:
-        raise InputError(f"batch_size must be between {MIN_BATCH} and {MAX_BATCH}, got {batch_size}")
+        raise InputError(
+            f"batch_size must be between {MIN_BATCH} and {MAX_BATCH}, got {batch_size}"
+        )
     if not 0.0 <= review_sample_rate <= 1.0:
         raise InputError(f"review_sample_rate must be within [0, 1], got {review_sample_rate}")
     risk = RiskLevel(risk)
@@ -132,15 +134,22 @@ async def atier(
     ctx = RunContext(job="tier", query=query, risk=risk.value)
 
     overhead = the_judge.count_tokens(
-        "".join(m.content for m in step.request(TierBatch(query, (), scheme, tuple(examples), risk)).messages)
+        "".join(
+            m.content
+            for m in step.request(TierBatch(query, (), scheme, tuple(examples), risk)).messages
+        )
     )
     limit = the_judge.passage_token_limit(overhead, batch_size)
-    prepared = prepare_passages(items, count_tokens=the_judge.count_tokens, max_passage_tokens=limit)
+    prepared = prepare_passages(
+        items, count_tokens=the_judge.count_tokens, max_passage_tokens=limit
+    )
     for event in prepared.events:
         harness.note(ctx, event.kind, event.detail, passage_ids=event.passage_ids, **event.data)
 
     batches = [
-        TierBatch(query, tuple(prepared.passages[i : i + batch_size]), scheme, tuple(examples), risk)
+        TierBatch(
+            query, tuple(prepared.passages[i : i + batch_size]), scheme, tuple(examples), risk
+        )
         for i in range(0, len(prepared.passages), batch_size)
     ]
     outcomes = await harness.map(step, batches, ctx, on_progress=on_progress)
@@ -154,12 +163,16 @@ async def atier(
         if outcome.review_item_id is not None:
             review_ids.append(outcome.review_item_id)
         for a in outcome.value.classifications:
-            by_id[a.passage_id] = a.model_copy(update={"source": outcome.source, "reason": a.reason})
+            by_id[a.passage_id] = a.model_copy(
+                update={"source": outcome.source, "reason": a.reason}
+            )
         for warning in outcome.value.warnings:
             events.append(warning)
             harness.note(ctx, warning.kind, warning.detail, passage_ids=warning.passage_ids)
     for dup, original in prepared.duplicates.items():
-        by_id[dup] = by_id[original].model_copy(update={"passage_id": dup, "duplicate_of": original})
+        by_id[dup] = by_id[original].model_copy(
+            update={"passage_id": dup, "duplicate_of": original}
+        )
 
     ordered = [by_id[p.passage_id] for p in items]
     if risk is RiskLevel.HIGH:

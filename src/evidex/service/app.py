@@ -59,13 +59,17 @@ def create_app(
     come from the server's environment, never from a request."""
     the_store: SqlStore = store if isinstance(store, SqlStore) else open_store(store)
     cache: dict[str, Judge] = dict(judges or {})
-    env_allowed = {s.strip() for s in os.environ.get("EVIDEX_SERVICE_JUDGES", "").split(",") if s.strip()}
+    env_allowed = {
+        s.strip() for s in os.environ.get("EVIDEX_SERVICE_JUDGES", "").split(",") if s.strip()
+    }
     allowed = allowed_judges or env_allowed or set(DEFAULT_JUDGES.values()) | set(cache)
 
     def judge_for(spec: str | None, job: str) -> Judge:
         spec = spec or DEFAULT_JUDGES[job]
         if spec not in allowed:
-            raise UsageError(f"judge {spec!r} is not enabled on this server; enabled: {sorted(allowed)}")
+            raise UsageError(
+                f"judge {spec!r} is not enabled on this server; enabled: {sorted(allowed)}"
+            )
         if spec not in cache:
             cache[spec] = resolve_judge(spec, job)
         return resolve_judge(cache[spec], job)
@@ -78,11 +82,17 @@ def create_app(
     @app.exception_handler(EvidexError)
     async def _errors(_: Request, exc: EvidexError) -> JSONResponse:
         status = 422 if isinstance(exc, UsageError) else 503 if isinstance(exc, RunError) else 500
-        return JSONResponse(status_code=status, content={"error": type(exc).__name__, "detail": str(exc)})
+        return JSONResponse(
+            status_code=status, content={"error": type(exc).__name__, "detail": str(exc)}
+        )
 
     @app.get("/healthz")
     async def healthz() -> dict[str, Any]:
-        return {"status": "ok", "version": __version__, "schema_version": the_store.schema_version()}
+        return {
+            "status": "ok",
+            "version": __version__,
+            "schema_version": the_store.schema_version(),
+        }
 
     @app.post("/tier")
     async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
@@ -97,12 +107,18 @@ def create_app(
         )
         report = result.report()
         if body.policy:
-            report["context"] = select_context(result, body.policy, body.budget).model_dump(mode="json")
+            report["context"] = select_context(result, body.policy, body.budget).model_dump(
+                mode="json"
+            )
         return report
 
     @app.get("/review")
-    async def review_list(status: str = "pending", job: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        return the_store.list_reviews(status=None if status == "all" else status, job=job, limit=limit)
+    async def review_list(
+        status: str = "pending", job: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        return the_store.list_reviews(
+            status=None if status == "all" else status, job=job, limit=limit
+        )
 
     @app.get("/review/{item_id}")
     async def review_show(item_id: int) -> dict[str, Any]:
@@ -110,10 +126,14 @@ def create_app(
 
     @app.post("/review/{item_id}/resolve")
     async def review_resolve(item_id: int, body: ResolveRequest) -> dict[str, Any]:
-        return the_store.resolve_review(item_id, decision=body.decision, note=body.note, reviewer=body.reviewer)
+        return the_store.resolve_review(
+            item_id, decision=body.decision, note=body.note, reviewer=body.reviewer
+        )
 
     @app.get("/log")
-    async def log(last: int = 50, run_id: str | None = None, job: str | None = None) -> list[dict[str, Any]]:
+    async def log(
+        last: int = 50, run_id: str | None = None, job: str | None = None
+    ) -> list[dict[str, Any]]:
         if last < 1 or last > 10_000:
             raise HTTPException(status_code=422, detail="last must be within 1..10000")
         return the_store.audit_rows(last=last, run_id=run_id, job=job)
@@ -138,11 +158,16 @@ def _mount_prometheus(app: FastAPI) -> None:
 
     registry = prom.CollectorRegistry()
     records = prom.Counter(
-        "evidex_records", "Harness records by job and status (ok, invalid, error, fallback, cache, review, note)",
-        ["job", "status"], registry=registry,
+        "evidex_records",
+        "Harness records by job and status (ok, invalid, error, fallback, cache, review, note)",
+        ["job", "status"],
+        registry=registry,
     )
     latency = prom.Histogram(
-        "evidex_judge_latency_seconds", "Judge call latency", ["job"], registry=registry,
+        "evidex_judge_latency_seconds",
+        "Judge call latency",
+        ["job"],
+        registry=registry,
         buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
     )
     tokens = prom.Counter("evidex_tokens", "Judge tokens", ["job", "kind"], registry=registry)
@@ -158,6 +183,6 @@ def _mount_prometheus(app: FastAPI) -> None:
 
     @app.get("/metrics")
     async def prometheus_metrics() -> PlainTextResponse:
-        return PlainTextResponse(prom.generate_latest(registry).decode(), media_type=prom.CONTENT_TYPE_LATEST)
-
-
+        return PlainTextResponse(
+            prom.generate_latest(registry).decode(), media_type=prom.CONTENT_TYPE_LATEST
+        )

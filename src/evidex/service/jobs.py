@@ -24,7 +24,9 @@ class RerankRequest(BaseModel):
     query: str
     passages: list[Passage]
     judge: str | None = None
-    strategy: str | None = Field(default=None, description="allpairs | pairwise | listwise | pointwise")
+    strategy: str | None = Field(
+        default=None, description="allpairs | pairwise | listwise | pointwise"
+    )
     top_k: int = 10
     top_n: int = 30
 

@@ -79,7 +79,9 @@ class SqlStore:
                         continue
                     fn(conn)
                     conn.execute(
-                        t.migrations_table.insert().values(number=number, name=name, applied_at=_now())
+                        t.migrations_table.insert().values(
+                            number=number, name=name, applied_at=_now()
+                        )
                     )
                     applied.append(number)
         except IntegrityError:
@@ -149,7 +151,7 @@ class SqlStore:
             try:
                 with self.engine.begin() as conn:
                     result = conn.execute(t.review_queue.insert().values(**values))
-                    return int(result.inserted_primary_key[0])
+                    return _new_id(result)
             except SQLAlchemyError as exc:
                 raise StoreError(f"cannot write the review queue: {exc}") from exc
 
@@ -201,7 +203,7 @@ class SqlStore:
                     job=job, item=item, label=label, origin=origin, created_at=_now()
                 )
             )
-            return int(result.inserted_primary_key[0])
+            return _new_id(result)
 
     def golden(self, job: str) -> Iterator[dict[str, Any]]:
         query = sa.select(t.golden_labels).where(t.golden_labels.c.job == job)
@@ -247,3 +249,11 @@ def _safe_url(url: str) -> str:
         return sa.engine.make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "<unparseable URL>"
+
+
+def _new_id(result: Any) -> int:
+    """The primary key of the row an INSERT just wrote."""
+    key = result.inserted_primary_key
+    if key is None:
+        raise StoreError("the database returned no id for the new row")
+    return int(key[0])

@@ -105,7 +105,7 @@ class BatchInfo:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
 
-class Step(Protocol, Generic[B, V]):
+class Step(Protocol, Generic[B_contra, V]):
     """One kind of validated judge exchange. The harness runs it with retries and fallback."""
 
     job: str
@@ -114,19 +114,19 @@ class Step(Protocol, Generic[B, V]):
     max_attempts: int
     value_type: type[V]
 
-    def request(self, batch: B) -> StepRequest: ...
+    def request(self, batch: B_contra) -> StepRequest: ...
 
-    def validate(self, batch: B, data: Any) -> V:
+    def validate(self, batch: B_contra, data: Any) -> V:
         """Check parsed JSON against the batch; raise :class:`ReplyInvalid` listing every error."""
         ...
 
-    def fallback(self, batch: B, reason: str) -> V: ...
+    def fallback(self, batch: B_contra, reason: str) -> V: ...
 
-    def cache_material(self, batch: B) -> Any:
+    def cache_material(self, batch: B_contra) -> Any:
         """The normalised input that, with the prompt and judge, identifies the answer."""
         ...
 
-    def describe(self, batch: B) -> BatchInfo: ...
+    def describe(self, batch: B_contra) -> BatchInfo: ...
 
     def labels(self, value: V) -> Any:
         """The final labels of a validated value, as written to the audit log."""
@@ -134,7 +134,8 @@ class Step(Protocol, Generic[B, V]):
 
 
 def passages_json(items: Sequence[Mapping[str, Any]]) -> str:
-    """Passages as a JSON array: an unambiguous data block the prompt tells the judge not to obey."""
+    """Passages as a JSON array: an unambiguous data block the prompt tells the judge not to
+    obey."""
     return json.dumps(list(items), ensure_ascii=False, indent=1)
 
 

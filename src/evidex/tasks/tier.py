@@ -223,7 +223,9 @@ class TierStep:
         by_id = {p.passage_id: p for p in batch.passages}
         names = batch.scheme.names
         seen = Counter(
-            str(item.get("passage_id")) for item in data["classifications"] if isinstance(item, dict)
+            str(item.get("passage_id"))
+            for item in data["classifications"]
+            if isinstance(item, dict)
         )
         for pid, n in seen.items():
             if pid not in by_id:
