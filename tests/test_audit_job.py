@@ -493,3 +493,40 @@ def test_many_short_passages_are_kept_whole(store: SqlStore) -> None:
     assert not [e for e in result.events if e.kind == "truncated"]
     assert '"passage_id": "passage-40"' in judge.requests[0].messages[1].content
     assert result.source == "judge"
+
+
+@pytest.mark.parametrize("mode", ["one-pass", "two-pass"])
+def test_sentences_the_judge_skipped_are_graded_as_claims(mode: str, store: SqlStore) -> None:
+    first = reply(supported()) if mode == "one-pass" else {"claims": [FOUNDED]}
+    graded_skips = {
+        "claims": [graded("skipped-1", inferred()), graded("skipped-2", contradicted())]
+    }
+    if mode == "two-pass":  # the classification call sees the found claim and the skipped ones
+        graded_skips = {
+            "claims": [
+                graded("claim-1", supported()),
+                graded("claim-2", inferred()),
+                graded("claim-3", contradicted()),
+            ]
+        }
+    judge = ScriptedJudge([first, graded_skips])
+    result = _audit(judge, store, mode=mode)
+
+    assert [c.claim_text for c in result.claims] == [FOUNDED, CEO, FREE]
+    assert [c.claim_id for c in result.claims] == ["claim-1", "claim-2", "claim-3"]
+    assert [c.classification for c in result.claims] == [
+        "fully_supported",
+        "inferred",
+        "unsupported",
+    ]
+    assert result.decision.decision == "block"  # the skipped sentence was the contradicted one
+    [event] = [e for e in result.events if e.kind == "sentences_without_claims"]
+    assert event.data["sentences"] == [
+        [ANSWER.index(CEO), ANSWER.index(CEO) + len(CEO)],
+        [
+            ANSWER.index(FREE),
+            len(ANSWER),
+        ],
+    ]
+    notes = [r for r in store.audit_rows(run_id=result.run_id) if r["status"] == "note"]
+    assert any("sentences_without_claims" in str(r) for r in notes)

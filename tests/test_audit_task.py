@@ -317,16 +317,19 @@ def test_fully_supported_claim_needs_quotes_about_it() -> None:
 
 
 @pytest.mark.parametrize("step", [AuditStep(), ExtractStep()], ids=["one-pass", "extract"])
-def test_a_sentence_without_a_claim_is_re_asked(step: Any) -> None:
+def test_a_sentence_without_a_claim_is_handed_back_as_skipped(step: Any) -> None:
     partial = reply(supported()) if isinstance(step, AuditStep) else {"claims": [FOUNDED]}
-    errors = _errors(step, BATCH, partial)
-    assert f"the sentence {CEO!r} of the answer has no claim" in errors
-    assert f"the sentence {FREE!r} of the answer has no claim" in errors
+    value = step.validate(BATCH, partial)
+    assert [c.claim_text for c in value.claims] == [FOUNDED]
+    assert [(s.claim_text, ANSWER[s.start : s.end]) for s in value.skipped] == [
+        (CEO, CEO),
+        (FREE, FREE),
+    ]
 
 
 def test_questions_and_pleasantries_need_no_claim() -> None:
     text = f"{FOUNDED} Would you like to know more? Hope this helps."
     batch = SegmentBatch(text, tuple(PASSAGES))
-    assert [c.claim_text for c in AuditStep().validate(batch, reply(supported())).claims] == [
-        FOUNDED
-    ]
+    value = AuditStep().validate(batch, reply(supported()))
+    assert [c.claim_text for c in value.claims] == [FOUNDED]
+    assert value.skipped == []

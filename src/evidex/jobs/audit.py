@@ -411,15 +411,22 @@ class _Auditor:
             found = await self.harness.map(AuditStep(), segments, ctx)
             outcomes += found
             unaudited += _unaudited(segments, found)
-            claims = _renumbered(_with_source(found))
             for outcome in found:
                 events += self._warn(ctx, outcome.value)
+            skipped = self._skipped(ctx, found, events)
+            claims = _with_source(found)
+            if skipped:
+                claims += await self._classify(
+                    ctx, skipped, item, passages, fit, outcomes, answer_id
+                )
+            claims = _renumbered(claims)
         else:
             mode = "two-pass"
             extracted = await self.harness.map(ExtractStep(), segments, ctx)
             outcomes += extracted
             unaudited += _unaudited(segments, extracted)
-            spans = _renumbered_spans([c for o in extracted for c in o.value.claims])
+            found_spans = [c for o in extracted for c in o.value.claims]
+            spans = _renumbered_spans(found_spans + self._skipped(ctx, extracted, events))
             claims = await self._classify(ctx, spans, item, passages, fit, outcomes, answer_id)
         return self._finish(ctx, answer_id, item, mode, claims, outcomes, unaudited, events)
 
@@ -478,6 +485,23 @@ class _Auditor:
         graded = await self.harness.map(ClassifyStep(), batches, ctx)
         outcomes += graded
         return _with_source(graded)
+
+    def _skipped(
+        self, ctx: RunContext, outcomes: Sequence[Outcome[Any]], events: list[Event]
+    ) -> list[ClaimSpan]:
+        """Sentences the judge gave no claim, to be graded as claims of their own; noted in
+        the audit log and the result's events, so a judge that skips is visible."""
+        skipped: list[ClaimSpan] = [s for o in outcomes for s in o.value.skipped]
+        if skipped:
+            event = Event(
+                kind="sentences_without_claims",
+                detail=f"the judge gave no claim for {len(skipped)} sentence(s) that state a "
+                "fact; each is graded as one claim",
+                data={"sentences": [[s.start, s.end] for s in skipped]},
+            )
+            self.harness.note(ctx, event.kind, event.detail, **event.data)
+            events.append(event)
+        return skipped
 
     def _warn(self, ctx: RunContext, value: ClaimsValue) -> list[Event]:
         for warning in value.warnings:

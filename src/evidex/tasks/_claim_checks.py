@@ -12,8 +12,10 @@ never trips them:
 - every sentence of the answer that states something (it has a figure, or three content
   words, and is not a question) must overlap at least one claim.
 
-They produce validation errors, so the judge is re-asked with the exact problem, like any other
-validation failure; they never change a grade themselves.
+The first two produce validation errors, so the judge is re-asked with the exact problem, like
+any other validation failure; they never change a grade themselves. A skipped sentence is not an
+error: the audit job grades it as a claim of its own in a classification call, so it is judged
+like every other claim (re-asking for it failed with small judges, which then fell back).
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ __all__ = [
     "content_words",
     "number_errors",
     "statement_sentences",
-    "uncovered_errors",
+    "uncovered_sentences",
     "word_overlap_error",
 ]
 
@@ -212,16 +214,10 @@ def statement_sentences(text: str) -> list[tuple[int, int]]:
     return spans
 
 
-def uncovered_errors(
-    text: str, claim_spans: Sequence[tuple[int, int]], *, what: str = "claims"
-) -> list[str]:
-    """Errors for statement sentences of ``text`` that no claim span (offsets in ``text``)
-    overlaps."""
-    errors = []
-    for begin, end in statement_sentences(text):
-        if not any(b < end and begin < e for b, e in claim_spans):
-            errors.append(
-                f"the sentence {text[begin:end][:160]!r} of the answer has no claim. Every "
-                f"sentence that states a fact yields at least one entry in {what}, copied from it"
-            )
-    return errors
+def uncovered_sentences(text: str, claim_spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The statement sentences of ``text`` (offsets in ``text``) that no claim span overlaps."""
+    return [
+        (begin, end)
+        for begin, end in statement_sentences(text)
+        if not any(b < end and begin < e for b, e in claim_spans)
+    ]

@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args
 from pydantic import BaseModel, Field
 
 from evidex._text import contains_verbatim, nearest_span
-from evidex.tasks._claim_checks import number_errors, uncovered_errors, word_overlap_error
+from evidex.tasks._claim_checks import number_errors, uncovered_sentences, word_overlap_error
 from evidex.tasks._spans import find_span
 from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest, passages_json
 from evidex.types import Event, Passage, RiskLevel, Source
@@ -281,12 +281,15 @@ class ClaimsValue(BaseModel):
 
     claims: list[ClaimAudit]
     warnings: list[Event] = Field(default_factory=list)
+    skipped: list[ClaimSpan] = Field(default_factory=list)
+    """Sentences stating a fact that the judge gave no claim; the job grades them as claims."""
 
 
 class ExtractedValue(BaseModel):
     """A validated extraction reply: claim spans with offsets in the whole answer."""
 
     claims: list[ClaimSpan]
+    skipped: list[ClaimSpan] = Field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -430,11 +433,13 @@ class AuditStep(_GradingMixin):
                     batch.passages,
                 )
             )
-        if not errors:
-            errors += uncovered_errors(batch.answer, located)
         if errors:
             raise ReplyInvalid(errors)
-        return ClaimsValue(claims=claims, warnings=_summary_warning(data, claims))
+        return ClaimsValue(
+            claims=claims,
+            warnings=_summary_warning(data, claims),
+            skipped=_skipped(batch, located),
+        )
 
     def fallback(self, batch: SegmentBatch, reason: str) -> ClaimsValue:
         """No claim can be trusted from a reply that never validated: the segment stays
@@ -504,12 +509,10 @@ class ExtractStep:
                         end=span.end + batch.offset,
                     )
                 )
-        if not errors:
-            local = [(s.start - batch.offset, s.end - batch.offset) for s in spans]
-            errors += uncovered_errors(batch.answer, local)
         if errors:
             raise ReplyInvalid(errors)
-        return ExtractedValue(claims=spans)
+        local = [(s.start - batch.offset, s.end - batch.offset) for s in spans]
+        return ExtractedValue(claims=spans, skipped=_skipped(batch, local))
 
     def fallback(self, batch: SegmentBatch, reason: str) -> ExtractedValue:
         return ExtractedValue(claims=[])
@@ -800,6 +803,20 @@ def _quote_error(
 def _overlap(text: str, quote: str) -> int:
     words = set(text.lower().split())
     return sum(1 for w in quote.lower().split() if w in words)
+
+
+def _skipped(batch: SegmentBatch, located: Sequence[tuple[int, int]]) -> list[ClaimSpan]:
+    """Statement sentences of the segment that no located claim overlaps, as claim spans with
+    offsets in the whole answer."""
+    return [
+        ClaimSpan(
+            claim_id=f"skipped-{i}",
+            claim_text=batch.answer[begin:end],
+            start=begin + batch.offset,
+            end=end + batch.offset,
+        )
+        for i, (begin, end) in enumerate(uncovered_sentences(batch.answer, located), 1)
+    ]
 
 
 def _claims_list(data: Any) -> list[Any]:
