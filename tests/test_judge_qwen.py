@@ -442,16 +442,19 @@ def test_real_classify_cites_the_passage_that_supports_the_claim(qwen: Any, stor
 
 
 @pytest.mark.slow
-def test_real_audit_flags_the_claim_no_passage_supports(qwen: Any, store: Any) -> None:
+def test_real_audit_never_publishes_the_claim_no_passage_supports(qwen: Any, store: Any) -> None:
     from evidex.jobs.audit import audit
 
     answer = "The Eiffel Tower is 330 metres tall. It was painted gold in 2020."
     result = audit(answer, PASSAGES, question=QUESTION, judge=qwen, store=store)
-    assert result.source == "judge", result.reason
     assert all(answer[c.start : c.end] == c.claim_text for c in result.claims)
     height = [c for c in result.claims if "330" in c.claim_text]
     gold = [c for c in result.claims if "gold" in c.claim_text]
     assert height and height[0].classification == "fully_supported"
     assert height[0].supporting_context_ids == ["a1"]
+    # The small model may skip the sentence or call it supported; the job then grades the
+    # skipped sentence, and the figure check re-asks and at last falls back, visibly.
     assert gold and gold[0].classification in {"unsupported", "inferred"}
+    if gold[0].source == "fallback":
+        assert result.review_item_ids and gold[0].reason
     assert result.decision.decision != "publish"
