@@ -53,13 +53,14 @@ def align_rows(
     record_keys: Callable[[R], Sequence[str]],
     row_keys: Callable[[Mapping[str, Any]], Sequence[str]],
     what: str,
+    label: Callable[[R], str] | None = None,
 ) -> list[Mapping[str, Any]]:
     """The prediction row of each golden record, in golden order.
 
     Records and rows may answer to several keys (an id, else the query text), tried in order;
     the first row for a key wins. Records without a row are an :class:`InputError` that counts
-    them and names the first five by their first key, so a predictions file made elsewhere is
-    never scored on a silent subset.
+    them and names the first five (by ``label``, else their first key), so a predictions file
+    made elsewhere is never scored on a silent subset.
     """
     index: dict[str, Mapping[str, Any]] = {}
     for row in rows:
@@ -71,7 +72,7 @@ def align_rows(
         keys = record_keys(record)
         found = next((index[k] for k in keys if k in index), None)
         if found is None:
-            missing.append(keys[0])
+            missing.append(label(record) if label else keys[0])
         else:
             aligned.append(found)
     if missing:

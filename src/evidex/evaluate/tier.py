@@ -27,6 +27,7 @@ import numpy as np
 from evidex._text import normalize_ws
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
+from evidex.evaluate._util import align_rows
 from evidex.evaluate.golden import TierGolden, load_golden
 from evidex.evaluate.plots import confusion_markdown, confusion_png
 from evidex.evaluate.registry import EvalOptions
@@ -61,7 +62,6 @@ def align_tier_predictions(
     Raises :class:`InputError` when pairs have no prediction (naming the first ones) or a
     prediction uses a tier outside ``scheme``.
     """
-    index: dict[str, Mapping[str, Any]] = {}
     for row in rows:
         tier = row.get("tier")
         if tier not in scheme.names:
@@ -69,23 +69,14 @@ def align_tier_predictions(
                 f"prediction for passage {row.get('passage_id')!r} has tier {tier!r}, "
                 f"not one of {scheme.names}"
             )
-        for key in _row_keys(row):
-            index.setdefault(key, row)
-    aligned: list[Mapping[str, Any]] = []
-    missing: list[str] = []
-    for record in records:
-        found = index.get(record.key) or index.get(f"{record.query}\x1f{record.passage_id}")
-        if found is None:
-            missing.append(f"{record.group}/{record.passage_id}")
-        else:
-            aligned.append(found)
-    if missing:
-        raise InputError(
-            f"{len(missing)} golden pair(s) have no prediction (query/passage_id): "
-            + ", ".join(missing[:5])
-            + (" ..." if len(missing) > 5 else "")
-        )
-    return aligned
+    return align_rows(
+        records,
+        rows,
+        lambda r: [r.key, f"{r.query}\x1f{r.passage_id}"],
+        _row_keys,
+        "pair",
+        label=lambda r: f"{r.group}/{r.passage_id}",
+    )
 
 
 class TierEvaluator:
