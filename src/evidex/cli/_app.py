@@ -23,6 +23,9 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Docstrings are wrapped at 100 columns; markdown mode joins a paragraph's lines, so the help
+    # reflows to the terminal instead of keeping the source's line breaks.
+    rich_markup_mode="markdown",
 )
 
 err_console = Console(stderr=True)
