@@ -6,7 +6,8 @@
 Each job runs through :func:`evidex.evaluate.run.evaluate`, the code behind ``evidex eval``
 (the equivalent commands are printed in the report), with its default embedded judge:
 ``local:minilm`` (pointwise) for rerank over all 43 TREC DL 2019 queries, ``local:qwen`` for
-classify on a seeded SciFact sample and for audit on a seeded WiCE dev sample. The published
+classify on a seeded SciFact sample and for audit on a seeded WiCE dev sample (with an
+8192-token window: WiCE claims come with up to ~30 evidence chunks). The published
 reference points of ``../shared/data/README.md`` are printed beside the figures. Reports go to
 ``reports/bench-eval-JOB/``; figures to docs/benchmarks.md, section ``eval-jobs``.
 """
@@ -28,6 +29,8 @@ from evidex.evaluate.run import evaluate
 
 ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"rerank": "trec-dl-2019", "classify": "scifact", "audit": "wice"}
+# WiCE answers come with up to ~30 evidence chunks: local:qwen needs its 8192-token window
+JUDGE_OPTIONS = {"audit": {"n_ctx": 8192}}
 REFERENCE = {
     "rerank": "MS MARCO MiniLM cross-encoders reach nDCG@10 ≈ 0.74 reranking BM25 top-100; "
     "BM25 alone 0.5058",
@@ -60,6 +63,7 @@ def main() -> None:
             out_dir=out,
             sample=samples[job],
             options=EvalOptions(seed=args.seed, extra=extra),
+            judge_options=JUDGE_OPTIONS.get(job),
             store=f"sqlite:///{out / 'bench.db'}",
         )
         seconds = time.perf_counter() - started
@@ -86,6 +90,8 @@ def _block(
     flags = f" --sample {sample}" if sample else ""
     if job == "rerank":
         flags += f" --top-n {args.top_n}"
+    for key, value in JUDGE_OPTIONS.get(job, {}).items():
+        flags += f" --judge-option {key}={value}"
     command = f"evidex eval {job} --golden {args.data / FOLDERS[job]}{flags} --seed {args.seed}"
     rows = "\n".join(
         f"| {name} | {value:.3f} |" if isinstance(value, float) else f"| {name} | {value} |"
