@@ -100,8 +100,9 @@ def _block(
     return (
         f"### {job} ({run['judge_id']})\n\n"
         f"Equivalent command: `{command}`  \n"
-        f"{run['items']} items, {seconds:.0f} s wall (1-min load average at the start "
-        f"{load:.1f}, 2 cores). Reference point: {REFERENCE[job]}.\n\n"
+        f"{run['items']} items, {seconds:.0f} s wall for this invocation (a job resumed from "
+        "the progress file of an earlier run of the same command takes ~0 s; 1-min load "
+        f"average at the start {load:.1f}, 2 cores). Reference point: {REFERENCE[job]}.\n\n"
         f"| measure | value |\n|---|---:|\n{rows}"
     )
 
