@@ -6,9 +6,8 @@ test runs the real embedded judges end to end."""
 from __future__ import annotations
 
 import json
-import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -382,16 +381,9 @@ def test_cli_refuses_bad_judge_options(in_tmp: Path, capsys: pytest.CaptureFixtu
 # ---------------------------------------------------------------------------- the real thing
 
 
-@pytest.fixture
-def one_qwen_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Benchmarks share the 2 cores; llama.cpp's spinning threads are slower than one there."""
-    monkeypatch.setenv("EVIDEX_QWEN_THREADS", os.environ.get("EVIDEX_QWEN_THREADS", "1"))
-    yield
-
-
 @pytest.mark.slow
 def test_real_demo_runs_offline_with_minilm_and_qwen(
-    in_tmp: Path, capsys: pytest.CaptureFixture[str], one_qwen_thread: None
+    in_tmp: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("llama_cpp", reason="needs the llm extra")
     code, out, err = run(capsys, "demo")
