@@ -19,6 +19,9 @@ from evidex.cli.demo import INSTALL_HINT, DemoRun, StepNote
 
 __all__ = ["StepProgress", "show_run"]
 
+FALLBACK_TEXT = 200
+"""Characters of a fallback's explanation shown in the audit table."""
+
 _TIER_STYLE = ["bold green", "cyan", "yellow", "dim"]
 _LEVEL_STYLE = {
     "fully_supported": "bold green",
@@ -218,7 +221,12 @@ def _audit(console: Console, run: DemoRun) -> None:
             if got.contradicting_quote:
                 detail.append("contradicted by: ", style="bold red")
                 detail.append(f"\u201c{got.contradicting_quote}\u201d\n")
-            detail.append(got.explanation, style="dim")
+            explanation = got.explanation
+            if got.source == "fallback" and len(explanation) > FALLBACK_TEXT:
+                # a fallback explains itself with every validation error of its batch; the
+                # review queue and the JSON keep them all
+                explanation = explanation[:FALLBACK_TEXT].rstrip() + " … (the rest in the JSON)"
+            detail.append(explanation, style="dim")
             if got.source != "judge":
                 detail.append(
                     f" [{got.source}]", style="bold red" if got.source == "fallback" else ""
