@@ -9,6 +9,7 @@ import json
 import math
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -216,18 +217,23 @@ def test_custom_scheme_spreads_cut_points_by_the_documented_rule(judge: MiniLMJu
     assert "re-spread" in value.classifications[0].justification
 
 
-def test_rerank_reply_is_sorted_by_score(judge: MiniLMJudge) -> None:
-    texts = {"x": IRRELEVANT, "y": RELEVANT, "z": "Vitamin D helps the body absorb calcium."}
-    request = JudgeRequest(
+def _ranking_request(query: str, texts: Mapping[str, str]) -> JudgeRequest:
+    """A native rerank request over ``texts`` (passage id → text)."""
+    return JudgeRequest(
         job="rerank",
         step="rerank",
         messages=(),
         schema={},
         payload={
-            "query": QUERY,
+            "query": query,
             "passages": [{"passage_id": k, "text": v} for k, v in texts.items()],
         },
     )
+
+
+def test_rerank_reply_is_sorted_by_score(judge: MiniLMJudge) -> None:
+    texts = {"x": IRRELEVANT, "y": RELEVANT, "z": "Vitamin D helps the body absorb calcium."}
+    request = _ranking_request(QUERY, texts)
     ranked = _answer(judge, request)["ranked_passages"]
     assert [r["rank"] for r in ranked] == [1, 2, 3]
     assert sorted(r["passage_id"] for r in ranked) == ["x", "y", "z"]
@@ -462,16 +468,7 @@ def test_bm25_weight_zero_is_no_fusion(store: SqlStore, judge: MiniLMJudge) -> N
 @pytest.mark.slow
 def test_bm25_fusion_in_the_native_ranking_reply() -> None:
     """allpairs/listwise requests are ranked from the same pool scores."""
-    request = JudgeRequest(
-        job="rerank",
-        step="rerank",
-        messages=(),
-        schema={},
-        payload={
-            "query": ROUTER_QUERY,
-            "passages": [{"passage_id": k, "text": v} for k, v in ROUTER_POOL.items()],
-        },
-    )
+    request = _ranking_request(ROUTER_QUERY, ROUTER_POOL)
     judge = MiniLMJudge(options=MiniLMOptions(bm25_weight=0.5))
     ranked = _answer(judge, request)["ranked_passages"]
     assert [r["passage_id"] for r in ranked][:2] == ["r7000", "tplink"]
