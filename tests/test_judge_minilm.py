@@ -139,9 +139,12 @@ def test_score_combines_passage_and_sentence_with_the_shipped_weight(judge: Mini
 
 
 def test_dynamic_padding_pads_each_batch_to_its_own_longest_text(
-    judge: MiniLMJudge, monkeypatch: pytest.MonkeyPatch
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    encoder = judge.encoder
+    # float32 compute: padding is masked out exactly (int8 compute runs one text at a time)
+    float32 = get_judge("local:minilm", compute="float32")
+    assert isinstance(float32, MiniLMJudge) and float32.batch_size == 32
+    encoder = float32.encoder
     texts = ["short", RELEVANT, "a little longer text", IRRELEVANT, RELEVANT * 3]
     widths: list[int] = []
     real_run = encoder._run
@@ -158,6 +161,13 @@ def test_dynamic_padding_pads_each_batch_to_its_own_longest_text(
     fixed, _ = encoder.encode(texts, batch_size=2, pad_to=MAX_SEQ_LEN)
     assert widths == [MAX_SEQ_LEN] * 3
     np.testing.assert_allclose(dynamic, fixed, atol=2e-3)  # padding is masked out
+
+
+def test_with_int8_compute_an_embedding_does_not_depend_on_its_batch(judge: MiniLMJudge) -> None:
+    assert judge.options.compute == "int8" and judge.batch_size == 1
+    alone = judge.embed([RELEVANT])[0]
+    among = judge.embed(["short", IRRELEVANT * 4, RELEVANT, "a little longer text"])[2]
+    assert np.array_equal(alone, among)
 
 
 def test_token_counts_are_the_real_tokenizer(judge: MiniLMJudge) -> None:
