@@ -58,3 +58,23 @@ def test_default_judge_follows_settings(monkeypatch: pytest.MonkeyPatch, tmp_pat
     register_judge("scripted-config", lambda spec, **_: ScriptedJudge())
     monkeypatch.setenv("EVIDEX_JUDGE_RERANK", "scripted-config")
     assert resolve_judge(None, "rerank").judge_id == "scripted"
+
+
+def test_a_harness_built_without_settings_uses_the_configured_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidex.harness.runner import Harness
+    from evidex.store import open_store
+
+    monkeypatch.setenv("EVIDEX_CONFIG", str(tmp_path / "config.toml"))
+    (tmp_path / "config.toml").write_text("max_concurrency = 3\n")
+    store = open_store(f"sqlite:///{tmp_path / 'x.db'}")
+    judge = ScriptedJudge([])
+
+    unset = Harness(judge, store).settings
+    assert unset.timeout_s is None and unset.max_concurrency == 3  # None: the judge's default
+
+    monkeypatch.setenv("EVIDEX_TIMEOUT_S", "7.5")
+    configured = Harness(judge, store).settings
+    assert configured.timeout_s == 7.5 and configured.max_concurrency == 3
+    store.close()

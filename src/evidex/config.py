@@ -39,7 +39,9 @@ class Settings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     db: str | None = None
-    timeout_s: float = Field(default=120.0, gt=0)
+    timeout_s: float | None = Field(
+        default=None, gt=0, description="seconds per judge call; None: the judge's own default"
+    )
     max_concurrency: int = Field(default=4, ge=1)
     judges: dict[str, str] = Field(
         default_factory=lambda: {

@@ -72,7 +72,7 @@ async def atier_consistency(
 
     if runs < 2:
         raise ValueError("a consistency check needs at least two runs")
-    uncached = dataclasses.replace(settings or HarnessSettings(), use_cache=False)
+    uncached = dataclasses.replace(settings or HarnessSettings.from_config(), use_cache=False)
     plan = []
     labels: list[dict[tuple[str, str], str]] = []
     for r in range(runs):

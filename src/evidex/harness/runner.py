@@ -55,6 +55,15 @@ class HarnessSettings:
     the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
     use_cache: bool = True
 
+    @classmethod
+    def from_config(cls) -> HarnessSettings:
+        """Defaults with the configured ``timeout_s`` and ``max_concurrency`` (explicit
+        argument > environment > config file; see :mod:`evidex.config`)."""
+        from evidex.config import load_settings
+
+        configured = load_settings()
+        return cls(timeout_s=configured.timeout_s, max_concurrency=configured.max_concurrency)
+
 
 @dataclass
 class RunContext:
@@ -100,7 +109,7 @@ class Harness:
     ) -> None:
         self.judge = judge
         self.store = store
-        self.settings = settings or HarnessSettings()
+        self.settings = settings or HarnessSettings.from_config()
         self.hooks = hooks or Hooks()
         self.hooks.subscribe(store.append_audit, critical=True)
         self.hooks.subscribe(metrics().observe)

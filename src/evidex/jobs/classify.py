@@ -273,7 +273,7 @@ class ClassifyRunner:
                     f"example {i} uses labels that are not in the taxonomy: {sorted(unknown)}"
                 )
         judge = resolve_judge(options.get("judge"), "classify")
-        settings = options.get("settings") or HarnessSettings()
+        settings = options.get("settings") or HarnessSettings.from_config()
         if not use_cache:
             settings = dataclasses.replace(settings, use_cache=False)
         harness = Harness(judge, resolve_store(options.get("store")), settings=settings)
