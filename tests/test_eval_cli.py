@@ -250,3 +250,42 @@ def test_review_export_writes_golden_records(
         db,
     )
     assert code == 0, err
+
+
+def test_a_gate_passes_its_job_and_judge_options_to_the_evaluation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidex.evaluate import run as run_module
+    from evidex.types import TierScheme
+
+    (tmp_path / "tiers.yaml").write_text(
+        "- name: useful\n  definition: answers the query\n"
+        "- name: useless\n  definition: does not answer it\n",
+        encoding="utf-8",
+    )
+    seen: dict[str, Any] = {}
+
+    def spy(job: str, golden: Path, **kwargs: Any) -> dict[str, Any]:
+        seen.update(kwargs, job=job, golden=golden)
+        return {"metrics": {"kappa": 0.8}}
+
+    monkeypatch.setattr(run_module, "evaluate", spy)
+    gates = load_gates(
+        _gates(
+            tmp_path,
+            '[[gate]]\njob = "tier"\ngolden = "g.jsonl"\njudge = "local:minilm"\n'
+            'options = { tiers = "tiers.yaml", batch_size = 5 }\n'
+            'judge_options = { compute = "float32" }\nfloors = { kappa = 0.7 }\n',
+        )
+    )
+    (result,) = check_gates(gates)
+
+    assert result.passed
+    extra = seen["options"].extra
+    assert isinstance(extra["tiers"], TierScheme) and extra["batch_size"] == 5
+    assert [t.name for t in extra["tiers"].tiers] == ["useful", "useless"]
+    assert seen["judge_options"] == {"compute": "float32"}
+    with pytest.raises(ConfigError, match="'options' must be a table"):
+        load_gates(
+            _gates(tmp_path, '[[gate]]\nreport = "r.json"\noptions = 3\nfloors = { kappa = 0.5 }\n')
+        )

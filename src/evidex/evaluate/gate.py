@@ -9,12 +9,16 @@
     judge = "local:minilm"               # optional: the job's default judge
     sample = 100                         # optional; seed = 0 by default
     output = "reports/gate-tier"         # optional: where its report goes
+    options = { tiers = "tiers.yaml", batch_size = 10 }   # optional: the job's eval options
+    judge_options = { threads = 2 }      # optional: options of the judge spec
     floors = { kappa = 0.7, kappa_linear = 0.75 }
 
     [[gate]]
     report = "reports/eval-rerank/report.json"   # ... or read a report made earlier
     floors = { "nDCG@10" = 0.6, "P(rel=2)@10" = 0.4 }
 
+``options`` are those of ``evidex eval`` for the job (``tiers`` and ``taxonomy`` name files,
+``strategy``, ``top_n``, ``batch_size``...); the gate measures the job as it will run.
 Relative paths are resolved from the file's folder. Metric names are measure strings
 (:mod:`evidex.evaluate.measures`): an unknown one, an unknown key or a metric the report does
 not have is a :class:`ConfigError`; an undefined value (``null``: kappa on a single label) fails
@@ -26,7 +30,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +45,12 @@ else:  # pragma: no cover - Python 3.10
 
 __all__ = ["Gate", "GateResult", "GatesFailed", "check_gates", "load_gates"]
 
-_KEYS = {"name", "job", "golden", "judge", "sample", "seed", "output", "report", "floors"}
+_KEYS = {
+    "name", "job", "golden", "judge", "sample", "seed", "output", "report", "floors", "options",
+    "judge_options",
+}  # fmt: skip
+_FILE_OPTIONS = {"tiers", "taxonomy"}
+"""Options whose value names a file, resolved from the gates file's folder and loaded."""
 
 
 class GatesFailed(RunError):
@@ -60,6 +69,8 @@ class Gate:
     sample: int | None = None
     seed: int = 0
     output: Path | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+    judge_options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -116,6 +127,13 @@ def _gate(path: Path, number: int, entry: Mapping[str, Any]) -> Gate:
     if entry.get("report") is None and (entry.get("golden") is None or entry.get("job") is None):
         raise ConfigError(f"{where}: give either 'report' or both 'job' and 'golden'")
     name = str(entry.get("name") or entry.get("job") or entry.get("report"))
+    tables = {}
+    for key in ("options", "judge_options"):
+        table = entry.get(key, {})
+        if not isinstance(table, dict):
+            raise ConfigError(f"{where}: '{key}' must be a table, got {table!r}")
+        tables[key] = table
+    options = {k: base / str(v) if k in _FILE_OPTIONS else v for k, v in tables["options"].items()}
     return Gate(
         name=name,
         floors=tuple(parsed),
@@ -126,6 +144,8 @@ def _gate(path: Path, number: int, entry: Mapping[str, Any]) -> Gate:
         sample=entry.get("sample"),
         seed=int(entry.get("seed", 0)),
         output=resolve("output"),
+        options=options,
+        judge_options=tables["judge_options"],
     )
 
 
@@ -178,7 +198,17 @@ def _evaluate(gate: Gate) -> Mapping[str, Any]:
         gate.job,
         gate.golden,
         judge=gate.judge,
+        judge_options=gate.judge_options or None,
         out_dir=gate.output or Path(f"reports/gate-{gate.job}"),
         sample=gate.sample,
-        options=EvalOptions(seed=gate.seed),
+        options=EvalOptions(seed=gate.seed, extra=_loaded(gate.options)),
     )
+
+
+def _loaded(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The job options with their files read (a tier scheme, a taxonomy), as the CLI does."""
+    from evidex.taxonomy import Taxonomy
+    from evidex.types import TierScheme
+
+    loaders = {"tiers": TierScheme.from_file, "taxonomy": Taxonomy.from_file}
+    return {k: loaders[k](v) if k in loaders else v for k, v in options.items()}
