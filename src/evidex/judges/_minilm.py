@@ -12,7 +12,7 @@ the whole-passage cosine keeps a passage that answers only across sentences. ``w
 (``sentence_weight``) and the tier cut points are fitted on labelled data by
 ``bench/fit_minilm_thresholds.py`` and shipped in ``data/minilm/thresholds.json``. Expect weak
 agreement with people: on LLMJudge queries held out from the fit, plain four-grade Cohen's
-kappa is about 0.07 (grouped 5-fold CV 0.10 ± 0.08; see docs/benchmarks.md). Use it for
+kappa is about 0.07 (grouped 5-fold CV 0.09 ± 0.07; see docs/benchmarks.md). Use it for
 triage, and a reading judge (``local:qwen``, ``openai:...``) where grades matter. An ordinal
 model over more signals (BM25, ranks and z-scores within the batch, passage length;
 ``bench/fit_minilm_ordinal.py``) did no better on held-out queries and worse across data sets,
