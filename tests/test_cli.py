@@ -20,6 +20,7 @@ from evidex.cli import main
 from evidex.cli._io import read_passages, redact
 from evidex.errors import InputError
 from evidex.judging import JudgeRequest
+from evidex.store import open_store
 from tests.scripted import ScriptedJudge, tier_reply
 
 PLANTED_KEY = "sk-planted-9f8e7d6c5b4a3210"
@@ -165,6 +166,39 @@ def test_base_url_with_a_local_judge_is_refused(
     code, _, err = tier_run(capsys, passages_file, "--base-url", "http://127.0.0.1:9/v1")
     assert code == 2
     assert "--base-url applies to openai: judges only" in err
+
+
+def test_judge_options_reach_the_judge_and_a_misspelled_one_exits_2(
+    passages_file: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = f"sqlite:///{passages_file.parent / 'audit.db'}"
+    base = ("tier", "-q", "topic 3", "-p", str(passages_file), "-j", "local:minilm", "--db", db)
+    code, out, err = run(capsys, *base, "--judge-option", "compute=float32")
+    assert code == 0, err
+    store = open_store(db)
+    rows = store.audit_rows(run_id=json.loads(out)["run_id"])
+    store.close()
+    assert rows and all("float32 compute" in row["model_version"] for row in rows)
+
+    code, _, err = run(capsys, *base, "--judge-option", "compute=fp16")
+    assert code == 2 and "compute" in err
+    code, _, err = run(capsys, *base, "--judge-option", "computes=float32")
+    assert code == 2 and "computes" in err
+    code, _, err = run(capsys, *base, "--judge-option", "float32")
+    assert code == 2 and "KEY=VALUE" in err
+
+
+def test_without_judge_the_configured_judge_of_the_job_runs(
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    scripted()
+    monkeypatch.setenv("EVIDEX_JUDGE_TIER", "scripted")
+    code, out, err = run(capsys, "tier", "-q", "q", "-p", str(passages_file))
+    assert code == 0, err
+    assert json.loads(out)["judge_id"] == "scripted"
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -24,10 +24,11 @@ from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evidex.cli._app import err_console, redact
+from evidex.config import load_settings
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import DEFAULT_JUDGES, resolve_judge
+from evidex.jobs._common import resolve_judge
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage, RiskLevel
@@ -64,6 +65,17 @@ JudgeOpt = Annotated[
         show_default=False,
         help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
         "Default: local:minilm for tier and rerank, local:qwen for classify and audit.",
+    ),
+]
+JudgeOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--judge-option",
+        metavar="KEY=VALUE",
+        show_default=False,
+        help="An option of the judge, e.g. compute=float32 or "
+        "thresholds_path=reports/calibration-tier/thresholds.json for local:minilm, "
+        "n_threads=1 for local:qwen. Repeatable; a misspelled option is an error.",
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -213,14 +225,31 @@ def explain_passage_error(exc: ValidationError) -> str:
 # ---------------------------------------------------------------------------- judge and store
 
 
-def make_judge(spec: str | None, job: str, base_url: str | None = None) -> Judge:
-    """The judge for ``job`` from ``--judge`` and ``--base-url`` (the job's default without one).
+def judge_options(pairs: Sequence[str] | None) -> dict[str, str]:
+    """``--judge-option KEY=VALUE`` pairs as a mapping (the backend validates and converts)."""
+    options = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--judge-option must be KEY=VALUE, got {pair!r}")
+        options[key.strip()] = value.strip()
+    return options
+
+
+def make_judge(
+    spec: str | None,
+    job: str,
+    base_url: str | None = None,
+    option_pairs: Sequence[str] | None = None,
+) -> Judge:
+    """The judge for ``job`` from ``--judge``, ``--base-url`` and ``--judge-option`` (without
+    ``--judge``: the configured judge of the job, else its default).
 
     ``--base-url`` only makes sense for a remote API; given with another judge it is refused
     rather than ignored, so a typo in ``--judge`` cannot silently run a different backend.
     """
-    spec = (spec or DEFAULT_JUDGES[job]).strip()
-    options: dict[str, Any] = {}
+    spec = (spec or load_settings().judges[job]).strip()
+    options: dict[str, Any] = dict(judge_options(option_pairs))
     if base_url:
         if not spec.startswith("openai:"):
             raise ConfigError(f"--base-url applies to openai: judges only, not to {spec!r}")

@@ -19,6 +19,7 @@ from evidex.cli._io import (
     DbOpt,
     EchoStore,
     JudgeOpt,
+    JudgeOptionOpt,
     OutputOpt,
     RiskOpt,
     VerboseOpt,
@@ -186,6 +187,7 @@ def audit_command(
     ] = OnContradiction.BLOCK,
     judge: JudgeOpt = None,
     base_url: BaseUrlOpt = None,
+    judge_option: JudgeOptionOpt = None,
     db: DbOpt = None,
     output: OutputOpt = None,
     verbose: VerboseOpt = False,
@@ -206,7 +208,7 @@ def audit_command(
             )
         except ValidationError as exc:
             raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
-        the_judge = make_judge(judge, "audit", base_url)
+        the_judge = make_judge(judge, "audit", base_url, judge_option)
         try:
             with open_db(db) as store, progress(len(items), "answers") as on_progress:
                 result = audit_many(

@@ -21,6 +21,7 @@ from evidex.cli._io import (
     DbOpt,
     EchoStore,
     JudgeOpt,
+    JudgeOptionOpt,
     OutputOpt,
     RiskOpt,
     VerboseOpt,
@@ -194,6 +195,7 @@ def classify_command(
     ] = None,
     judge: JudgeOpt = None,
     base_url: BaseUrlOpt = None,
+    judge_option: JudgeOptionOpt = None,
     db: DbOpt = None,
     output: OutputOpt = None,
     verbose: VerboseOpt = False,
@@ -225,7 +227,7 @@ def classify_command(
             "risk": risk,
             "multi_label": multi_label,
         }
-        the_judge = make_judge(judge, "classify", base_url)
+        the_judge = make_judge(judge, "classify", base_url, judge_option)
         try:
             with open_db(db) as store:
                 echo = EchoStore(store)

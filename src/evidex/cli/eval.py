@@ -17,7 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import DbOpt, JudgeOpt, open_db, progress
+from evidex.cli._io import DbOpt, JudgeOpt, JudgeOptionOpt, judge_options, open_db, progress
 from evidex.errors import ConfigError
 from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import CALIBRATION_FILE
@@ -59,16 +59,6 @@ OutOpt = Annotated[
         help="Report directory. Default: reports/eval-JOB (reports/calibration-JOB).",
     ),
 ]
-JudgeOptionOpt = Annotated[
-    list[str] | None,
-    typer.Option(
-        "--judge-option",
-        metavar="KEY=VALUE",
-        show_default=False,
-        help="An option of the judge, e.g. thresholds_path=reports/calibration-tier/"
-        "thresholds.json for local:minilm. Repeatable.",
-    ),
-]
 TiersOpt = Annotated[
     Path | None,
     typer.Option(
@@ -95,16 +85,6 @@ def _options(
         extra["taxonomy"] = Taxonomy.from_file(taxonomy)
     extra.update({k: v for k, v in job_options.items() if v is not None and v is not False})
     return EvalOptions(seed=seed, extra=extra)
-
-
-def _judge_options(pairs: list[str] | None) -> dict[str, str]:
-    options = {}
-    for pair in pairs or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--judge-option must be KEY=VALUE, got {pair!r}")
-        options[key.strip()] = value.strip()
-    return options
 
 
 @app.command("eval")
@@ -243,7 +223,7 @@ def eval_command(
             job,
             golden,
             judge=judge,
-            judge_options=_judge_options(judge_option),
+            judge_options=judge_options(judge_option),
             store=store,
             out_dir=out,
             sample=sample,
@@ -276,7 +256,7 @@ def calibrate_command(
         record = calibrate_tier(
             golden,
             judge=judge,
-            judge_options=_judge_options(judge_option),
+            judge_options=judge_options(judge_option),
             store=store,
             out_dir=out,
             sample=sample,

@@ -23,6 +23,7 @@ from evidex.cli._io import (
     DbOpt,
     EchoStore,
     JudgeOpt,
+    JudgeOptionOpt,
     OutputOpt,
     VerboseOpt,
     make_judge,
@@ -179,6 +180,7 @@ def rerank_command(
     judge: JudgeOpt = None,
     db: DbOpt = None,
     base_url: BaseUrlOpt = None,
+    judge_option: JudgeOptionOpt = None,
     output: OutputOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
@@ -198,7 +200,7 @@ def rerank_command(
         if run is None and (query is None or not query.strip()):
             raise InputError("the query is empty", where="--query")
         items = read_passages(passages)
-        the_judge = make_judge(judge, "rerank", base_url)
+        the_judge = make_judge(judge, "rerank", base_url, judge_option)
         try:
             with open_db(db) as store:
 

@@ -16,6 +16,7 @@ from evidex.cli._io import (
     DbOpt,
     EchoStore,
     JudgeOpt,
+    JudgeOptionOpt,
     OutputOpt,
     RiskOpt,
     VerboseOpt,
@@ -53,6 +54,7 @@ def run_tier(
     store: SqlStore,
     judge_spec: str | None = None,
     base_url: str | None = None,
+    judge_option: Sequence[str] | None = None,
     tiers: TierScheme | None = None,
     examples: Sequence[TierExample] | None = None,
     risk: RiskLevel = RiskLevel.LOW,
@@ -62,7 +64,7 @@ def run_tier(
 
     Shared by ``evidex tier`` and ``evidex demo`` so both behave the same way.
     """
-    judge = make_judge(judge_spec, "tier", base_url)
+    judge = make_judge(judge_spec, "tier", base_url, judge_option)
     batches = math.ceil(len(passages) / batch_size) if batch_size > 0 else 0
     try:
         with progress(batches, "tier batches") as on_progress:
@@ -139,6 +141,7 @@ def tier_command(
     ] = None,
     db: DbOpt = None,
     base_url: BaseUrlOpt = None,
+    judge_option: JudgeOptionOpt = None,
     policy: Annotated[
         Policy | None,
         typer.Option(
@@ -183,6 +186,7 @@ def tier_command(
                 store=store,
                 judge_spec=judge,
                 base_url=base_url,
+                judge_option=judge_option,
                 tiers=scheme,
                 examples=shots,
                 risk=risk,
