@@ -353,7 +353,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "",
         f"Target ≥ {TARGET:g}× the reference on the encoder alone: **{verdict}** (median ratio "
         f"per round {statistics.median(rounds_e):.2f}×). Threads: ours {our_threads} "
-        "(onnxruntime intra-op), reference "
+        "(encoder runs side by side, one onnxruntime thread each), reference "
         f"{info['threads']} (torch). Model load: ours {our_load:.1f} s, reference "
         f"{info['load_s']:.1f} s (imports included). Reference: {versions}; "
         f"max_seq_length {info['max_seq_length']}.",

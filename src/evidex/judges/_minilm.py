@@ -46,7 +46,7 @@ pool already matches the query's words, and IDF over one pool is weak. It is off
 Speed: texts are sorted by length and encoded in batches padded to the batch's longest text,
 not to a fixed length (with int8 compute each text runs alone by default, see
 :attr:`MiniLMJudge.batch_size`). The matrix products run in int8 (``compute="int8"``, about
-twice the float32 speed for a cosine gap of about 0.01 with the reference model;
+2.5 times the float32 speed for a cosine gap of about 0.01 with the reference model;
 ``compute="float32"`` keeps the shipped graph), and runs go side by side, one per core
 (see :class:`_Encoder`).
 Sequences are capped at 256 word pieces, and :meth:`count_tokens` /
