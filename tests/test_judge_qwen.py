@@ -63,7 +63,7 @@ def test_later_starts_trust_the_marker_without_rehashing(
     def no_hashing(path: Path) -> str:
         raise AssertionError(f"{path} was re-hashed although its marker is valid")
 
-    monkeypatch.setattr(_weights, "_hash_file", no_hashing)
+    monkeypatch.setattr(_weights, "file_sha256", no_hashing)
     monkeypatch.setattr(_weights, "_join_atomically", no_hashing)
     assert ensure_joined(paths, dest, sha256=sha, size=size) == dest
     assert dest.stat().st_mtime_ns == mtime

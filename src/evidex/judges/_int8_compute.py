@@ -19,7 +19,6 @@ is missing; the ``compute="float32"`` option of the judge skips all of this.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import tempfile
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evidex.errors import ConfigError
+from evidex.judges._weights import file_sha256
 
 RECIPE = "int8-dynamic-v1"
 """Changing how the graph is derived changes this name, so old cached files are not reused."""
@@ -36,7 +36,7 @@ def int8_compute_model(source: Path, cache_root: Path) -> Path:
     """The derived int8-compute graph of ``source``, built on first use under ``cache_root``."""
     import onnxruntime
 
-    digest = _sha256(source)[:16]
+    digest = file_sha256(source)[:16]
     dest = cache_root / "models" / f"minilm-{digest}-{RECIPE}-ort{onnxruntime.__version__}.onnx"
     if dest.is_file():
         return dest
@@ -119,11 +119,3 @@ def _import_onnx() -> Any:
     except ImportError as exc:  # a core dependency; only a broken install lacks it
         raise ConfigError(f"the onnx package cannot be imported ({exc}): pip install onnx") from exc
     return onnx
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

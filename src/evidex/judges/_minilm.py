@@ -175,7 +175,7 @@ class MiniLMOptions(BaseModel):
     compute: Literal["int8", "float32"] = Field(
         default="int8",
         description="int8: matrix products in int8 (a graph derived once from the model, about "
-        "2x faster); float32: the model's graph as it is (weights dequantized on each run)",
+        "2.5x faster); float32: the model's graph as it is (weights dequantized on each run)",
     )
     cache_dir: Path | None = Field(
         default=None, description="where the int8-compute graph is kept; default: the user cache"

@@ -127,7 +127,7 @@ def _is_verified(dest: Path, *, sha256: str, size: int) -> bool:
     if marker == expected:
         return True
     logger.info("verifying %s (no valid marker)", dest)
-    if _hash_file(dest) != sha256:
+    if file_sha256(dest) != sha256:
         logger.warning("%s does not hash to %s: rebuilding it", dest, sha256)
         return False
     _write_marker(dest, sha256=sha256, size=size)
@@ -164,7 +164,8 @@ def _write_marker(dest: Path, *, sha256: str, size: int) -> None:
     os.replace(tmp, path)
 
 
-def _hash_file(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """Hex sha256 of a file, read in blocks (model files are large)."""
     digest = hashlib.sha256()
     with path.open("rb") as src:
         while block := src.read(_BLOCK):
