@@ -64,7 +64,8 @@ JudgeOpt = Annotated[
         metavar="SPEC",
         show_default=False,
         help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
-        "Default: local:minilm for tier and rerank, local:qwen for classify and audit.",
+        "Default: the job's configured judge (EVIDEX_JUDGE_<JOB>, [judges] in the config "
+        "file), else local:minilm for tier and rerank, local:qwen for classify and audit.",
     ),
 ]
 JudgeOptionOpt = Annotated[

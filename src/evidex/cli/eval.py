@@ -23,10 +23,9 @@ from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import CALIBRATION_FILE
 from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
 from evidex.evaluate.golden import write_jsonl
-from evidex.evaluate.registry import EvalOptions
+from evidex.evaluate.registry import EvalOptions, load_file_options
 from evidex.evaluate.review_export import export_tier_reviews
 from evidex.evaluate.run import evaluate, score_predictions
-from evidex.taxonomy import Taxonomy
 from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = ["calibrate_command", "eval_command", "export_command", "gate_command"]
@@ -75,16 +74,9 @@ def _options(
 ) -> EvalOptions:
     """Evaluation options; ``job_options`` (rerank strategy, classify taxonomy...) that were
     not given are left out, so each evaluator applies its own defaults."""
-    extra: dict[str, Any] = {}
-    if tiers is not None:
-        extra["tiers"] = TierScheme.from_file(tiers)
-    if batch_size is not None:
-        extra["batch_size"] = batch_size
-    taxonomy = job_options.pop("taxonomy", None)
-    if taxonomy is not None:
-        extra["taxonomy"] = Taxonomy.from_file(taxonomy)
-    extra.update({k: v for k, v in job_options.items() if v is not None and v is not False})
-    return EvalOptions(seed=seed, extra=extra)
+    given = {"tiers": tiers, "batch_size": batch_size, **job_options}
+    extra = {k: v for k, v in given.items() if v is not None and v is not False}
+    return EvalOptions(seed=seed, extra=load_file_options(extra))
 
 
 @app.command("eval")

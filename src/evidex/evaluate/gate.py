@@ -37,6 +37,7 @@ from typing import Any
 from evidex.errors import ConfigError, RunError
 from evidex.evaluate._util import read_json_object
 from evidex.evaluate.measures import parse_measure
+from evidex.evaluate.registry import FILE_OPTIONS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -49,8 +50,6 @@ _KEYS = {
     "name", "job", "golden", "judge", "sample", "seed", "output", "report", "floors", "options",
     "judge_options",
 }  # fmt: skip
-_FILE_OPTIONS = {"tiers", "taxonomy"}
-"""Options whose value names a file, resolved from the gates file's folder and loaded."""
 
 
 class GatesFailed(RunError):
@@ -133,7 +132,7 @@ def _gate(path: Path, number: int, entry: Mapping[str, Any]) -> Gate:
         if not isinstance(table, dict):
             raise ConfigError(f"{where}: '{key}' must be a table, got {table!r}")
         tables[key] = table
-    options = {k: base / str(v) if k in _FILE_OPTIONS else v for k, v in tables["options"].items()}
+    options = {k: base / str(v) if k in FILE_OPTIONS else v for k, v in tables["options"].items()}
     return Gate(
         name=name,
         floors=tuple(parsed),
@@ -189,7 +188,7 @@ def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult
 
 
 def _evaluate(gate: Gate) -> Mapping[str, Any]:
-    from evidex.evaluate.registry import EvalOptions
+    from evidex.evaluate.registry import EvalOptions, load_file_options
     from evidex.evaluate.run import evaluate
 
     if gate.job is None or gate.golden is None:
@@ -201,14 +200,5 @@ def _evaluate(gate: Gate) -> Mapping[str, Any]:
         judge_options=gate.judge_options or None,
         out_dir=gate.output or Path(f"reports/gate-{gate.job}"),
         sample=gate.sample,
-        options=EvalOptions(seed=gate.seed, extra=_loaded(gate.options)),
+        options=EvalOptions(seed=gate.seed, extra=load_file_options(gate.options)),
     )
-
-
-def _loaded(options: Mapping[str, Any]) -> dict[str, Any]:
-    """The job options with their files read (a tier scheme, a taxonomy), as the CLI does."""
-    from evidex.taxonomy import Taxonomy
-    from evidex.types import TierScheme
-
-    loaders = {"tiers": TierScheme.from_file, "taxonomy": Taxonomy.from_file}
-    return {k: loaders[k](v) if k in loaders else v for k, v in options.items()}

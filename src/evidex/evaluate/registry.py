@@ -43,7 +43,15 @@ from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
 from evidex.judging import Judge
 
-__all__ = ["EVALUATORS", "EvalOptions", "Evaluator", "get_evaluator", "register_evaluator"]
+__all__ = [
+    "EVALUATORS",
+    "FILE_OPTIONS",
+    "EvalOptions",
+    "Evaluator",
+    "get_evaluator",
+    "load_file_options",
+    "register_evaluator",
+]
 
 
 @dataclass(frozen=True)
@@ -55,6 +63,19 @@ class EvalOptions:
     worst: int = 10
     """How many of the worst disagreements the report lists."""
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+FILE_OPTIONS = frozenset({"tiers", "taxonomy"})
+"""Job options given as a file (a tier scheme, a taxonomy) and read before the evaluation."""
+
+
+def load_file_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options`` with each file-valued one (:data:`FILE_OPTIONS`) read into its object."""
+    from evidex.taxonomy import Taxonomy
+    from evidex.types import TierScheme
+
+    loaders = {"tiers": TierScheme.from_file, "taxonomy": Taxonomy.from_file}
+    return {k: loaders[k](v) if k in loaders else v for k, v in options.items()}
 
 
 class Evaluator(Protocol):
