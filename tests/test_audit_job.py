@@ -163,6 +163,30 @@ def test_classify_fallback_keeps_the_claims_as_unsupported_for_review(store: Sql
     assert len(store.list_reviews(job="audit")) == 1  # the fallback's item, not a second one
 
 
+def test_claims_graded_validly_survive_a_fallback_of_their_batch(store: SqlStore) -> None:
+    """A reply that keeps failing on one claim loses that claim, not its neighbours: the
+    contradiction it found still blocks, and only the failing claim waits for a person."""
+    bad_number = graded(
+        "claim-1", supported(supporting_quotes=["The company is headquartered in Austin, Texas."])
+    )
+    last = {
+        "claims": [bad_number, graded("claim-2", inferred()), graded("claim-3", contradicted())]
+    }
+    judge = ScriptedJudge([last, last])
+    result = _audit(judge, store, claims=[FOUNDED, CEO, FREE])
+    assert len(judge.requests) == 2
+    sources = [(c.classification, c.source) for c in result.claims]
+    assert sources == [("unsupported", "fallback"), ("inferred", "judge"), ("unsupported", "judge")]
+    assert "2012" in (result.claims[0].reason or "")
+    assert result.claims[2].contradicted
+    assert result.source == "fallback"
+    assert result.decision.decision == "block"
+    assert {r.code for r in result.decision.reasons} >= {"fallback", "contradicted"}
+    (item,) = store.list_reviews(job="audit")
+    assert result.review_item_ids == [item["id"]]
+    assert [c["claim_id"] for c in item["payload"]["claims"]] == ["claim-1"]
+
+
 def test_empty_context_makes_every_claim_unsupported(store: SqlStore) -> None:
     judge = ScriptedJudge([reply(supported()), reply(unsupported(FOUNDED))])
     result = _audit(judge, store, answer=FOUNDED, passages=[])

@@ -244,6 +244,28 @@ def test_classify_fallback_is_explicit_and_conservative() -> None:
     assert (claim.classification, claim.source, claim.reason) == ("unsupported", "fallback", "boom")
 
 
+def test_classify_salvage_keeps_only_claims_that_pass_on_their_own() -> None:
+    spans = (
+        ClaimSpan(claim_id="claim-1", claim_text=FOUNDED, start=0, end=len(FOUNDED)),
+        ClaimSpan(claim_id="claim-2", claim_text=FREE, start=70, end=116),
+    )
+    batch = ClaimBatch(spans, tuple(PASSAGES))
+    step = ClassifyStep()
+    salvaged = step.salvage(batch, {"claims": [graded("claim-2", contradicted())]}, "boom")
+    assert salvaged is not None and salvaged.kept == ("claim-2",)
+    assert [c.claim_id for c in salvaged.left.claims] == ["claim-1"]
+    first, second = salvaged.value.claims
+    assert (first.source, first.classification) == ("fallback", "unsupported")
+    assert first.reason == "claim 'claim-1' is missing; grade every claim"
+    assert (second.source, second.contradicted) == ("judge", True)
+    # nothing valid, not a list, or nothing wrong with the batch's own claims: no salvage
+    unquoted = graded("claim-1", supported(supporting_quotes=["Acme is old."]))
+    assert step.salvage(batch, {"claims": [unquoted]}, "x") is None
+    assert step.salvage(batch, {"claims": "no"}, "x") is None
+    both = [graded("claim-1", supported()), graded("claim-2", contradicted())]
+    assert step.salvage(batch, {"claims": [*both, graded("claim-9", supported())]}, "x") is None
+
+
 def test_prompt_keeps_the_spec_placeholders_and_field_names() -> None:
     request = AuditStep().request(BATCH)
     text = "\n".join(m.content for m in request.messages)

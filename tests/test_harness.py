@@ -73,14 +73,14 @@ def test_third_attempt_is_temperature_zero_with_strict_reminder(
 
 
 def test_fallback_after_three_invalid_replies(store: SqlStore, passages: list[Passage]) -> None:
-    judge = ScriptedJudge([_invented] * 3)
+    judge = ScriptedJudge([_invented, _invented, "no JSON in this reply"])
     result = _run(judge, store, passages)
     assert len(judge.requests) == 3  # the first try and the spec's two retries
     assert [a.passage_id for a in result.classifications] == [p.passage_id for p in passages]
     for a in result.classifications:
         assert a.source == "fallback"
         assert a.tier == "contextually-relevant"
-        assert a.reason and "p999" in a.reason
+        assert a.reason and "invalid JSON" in a.reason
     [item_id] = result.review_item_ids
     item = store.get_review(item_id)
     assert item["status"] == "pending"
@@ -90,6 +90,36 @@ def test_fallback_after_three_invalid_replies(store: SqlStore, passages: list[Pa
     statuses = [r["status"] for r in store.audit_rows(run_id=result.run_id)]
     assert statuses.count("invalid") == 3
     assert statuses.count("fallback") == 1
+
+
+def test_last_reply_keeps_its_valid_grades_and_falls_back_on_the_rest(
+    store: SqlStore, passages: list[Passage]
+) -> None:
+    """The spec's default tier is for the passages left unclassified, not for the whole batch:
+    what the final reply graded validly is kept (as the judge's), the rest falls back."""
+
+    def last(request: JudgeRequest) -> dict[str, Any]:
+        overrides = {"p1": {"passage_id": "p999"}, "p2": {"tier": "highly-relevant"}}
+        return tier_reply(request, tier="tangentially-related", **overrides)
+
+    judge = ScriptedJudge([_invented, _invented, last])
+    result = _run(judge, store, passages)
+    by_id = {a.passage_id: a for a in result.classifications}
+    kept = [p.passage_id for p in passages if p.passage_id not in ("p1", "p2")]
+    assert kept, "the fixture needs passages beyond p1 and p2"
+    for pid in kept:
+        assert (by_id[pid].source, by_id[pid].tier) == ("judge", "tangentially-related")
+    for pid in ("p1", "p2"):
+        assert (by_id[pid].source, by_id[pid].tier) == ("fallback", "contextually-relevant")
+        assert by_id[pid].reason and pid in by_id[pid].reason
+    [item_id] = result.review_item_ids
+    item = store.get_review(item_id)
+    assert "kept the valid part" in item["reason"]
+    assert item["passage_ids"] == ["p1", "p2"]
+    [row] = [r for r in store.audit_rows(run_id=result.run_id) if r["status"] == "fallback"]
+    assert row["labels"]["p1"] == "contextually-relevant"
+    assert row["labels"][kept[0]] == "tangentially-related"
+    assert row["detail"]["kept"] == kept
 
 
 @pytest.mark.parametrize(

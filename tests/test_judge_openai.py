@@ -112,15 +112,24 @@ def check_invariants(
         assert len(server.chat_requests) == calls_per_row * len(judge_rows(store, result.run_id))
 
 
-def check_fallback(result: evidex.TierResult, store: SqlStore, reason_part: str) -> None:
-    assert {a.source for a in result.classifications} == {"fallback"}
-    assert {a.tier for a in result.classifications} == {DEFAULT_TIERS.fallback_tier}
-    for a in result.classifications:
+def check_fallback(
+    result: evidex.TierResult, store: SqlStore, reason_part: str, failing: str | None = None
+) -> None:
+    """The whole batch fell back, or only the ``failing`` passage when the last reply graded
+    the others validly (they keep the judge's grade)."""
+    fell_back = [a for a in result.classifications if failing in (None, a.passage_id)]
+    assert {a.source for a in fell_back} == {"fallback"}
+    assert {a.tier for a in fell_back} == {DEFAULT_TIERS.fallback_tier}
+    for a in fell_back:
         assert a.reason and reason_part in a.reason
+    kept = [a for a in result.classifications if a not in fell_back]
+    assert {a.source for a in kept} <= {"judge"} and len(kept) == len(result.classifications) - len(
+        fell_back
+    )
     assert len(result.review_item_ids) == 1
     item = store.get_review(result.review_item_ids[0])
     assert item["job"] == "tier" and item["status"] == "pending"
-    assert item["passage_ids"] == [a.passage_id for a in result.classifications]
+    assert item["passage_ids"] == [a.passage_id for a in fell_back]
     statuses = [r["status"] for r in store.audit_rows(run_id=result.run_id)]
     assert "fallback" in statuses and "review" in statuses
 
@@ -287,26 +296,33 @@ def _override(**fields: Any) -> Callable[[list[Passage]], str]:
 
 
 INVALID = [
-    pytest.param(_truncated, "truncated or malformed", id="truncated-json"),
-    pytest.param(_drop("p3"), "passage_id 'p3' is missing", id="missing-id"),
-    pytest.param(_repeat("p2"), "passage_id 'p2' appears 2 times", id="duplicated-id"),
-    pytest.param(_invent, "passage_id 'p99' is not in this batch", id="invented-id"),
+    pytest.param(_truncated, "truncated or malformed", None, id="truncated-json"),
+    pytest.param(_drop("p3"), "passage_id 'p3' is missing", "p3", id="missing-id"),
+    pytest.param(_repeat("p2"), "passage_id 'p2' appears 2 times", "p2", id="duplicated-id"),
+    pytest.param(_invent, "passage_id 'p99' is not in this batch", None, id="invented-id"),
     pytest.param(
-        _override(tier="highly-relevant"), "tier 'highly-relevant' is not one of", id="wrong-tier"
+        _override(tier="highly-relevant"),
+        "tier 'highly-relevant' is not one of",
+        "p1",
+        id="wrong-tier",
     ),
     pytest.param(
         _override(key_evidence_snippet="Vitamin D is made on the moon"),
         "is not verbatim in the passage",
+        "p1",
         id="snippet-not-in-passage",
     ),
-    pytest.param(_override(justification="  "), "justification is empty", id="empty-justification"),
+    pytest.param(
+        _override(justification="  "), "justification is empty", "p1", id="empty-justification"
+    ),
 ]
 
 
-@pytest.mark.parametrize(("bad", "error"), INVALID)
+@pytest.mark.parametrize(("bad", "error", "failing"), INVALID)
 def test_invalid_reply_is_reasked_with_the_error_then_strict_at_temperature_zero(
     bad: Callable[[list[Passage]], str],
     error: str,
+    failing: str | None,
     server: FakeOpenAIServer,
     judge: OpenAIJudge,
     store: SqlStore,
@@ -333,10 +349,11 @@ def test_invalid_reply_is_reasked_with_the_error_then_strict_at_temperature_zero
     assert statuses == ["invalid", "invalid", "ok"]
 
 
-@pytest.mark.parametrize(("bad", "error"), INVALID)
+@pytest.mark.parametrize(("bad", "error", "failing"), INVALID)
 def test_invalid_reply_every_time_falls_back_with_a_review_item(
     bad: Callable[[list[Passage]], str],
     error: str,
+    failing: str | None,
     server: FakeOpenAIServer,
     judge: OpenAIJudge,
     store: SqlStore,
@@ -346,7 +363,7 @@ def test_invalid_reply_every_time_falls_back_with_a_review_item(
     result = run_tier(judge, store, passages)
 
     check_invariants(result, passages, store, server)
-    check_fallback(result, store, error)
+    check_fallback(result, store, error, failing)
     assert [r["status"] for r in judge_rows(store, result.run_id)] == ["invalid"] * 3
     assert server.chat_requests[-1].body["temperature"] == 0
 

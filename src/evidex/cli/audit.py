@@ -197,8 +197,9 @@ def audit_command(
     Prints JSON: claims (claim_text, offsets, classification, supporting_context_ids,
     supporting_quotes, explanation, contradicted, contradicting_quote, sources), the summary
     recomputed from the claims, and the decision (publish / review / block) with its reasons.
-    An audit that could not be completed has source "fallback", decision review and a review
-    item; the exit code is 0 whatever the decision.
+    An audit that could not be completed has source "fallback", at least decision review, and a
+    review item for the claims without a valid grade (claims graded validly keep their grade);
+    the exit code is 0 whatever the decision.
     """
     with verbose_logging(verbose):
         items = _inputs(answer, answer_file, passages, batch, question, answer_id)

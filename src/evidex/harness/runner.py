@@ -4,7 +4,9 @@ For one batch (:meth:`Harness.call`): cache lookup → judge call under a timeou
 circuit breaker → JSON extraction → the step's schema and semantic validation → on failure a
 re-ask that carries the errors → a last attempt at temperature 0 with a stricter format reminder
 → when attempts run out, the step's explicit fallback, marked ``source="fallback"`` with its
-reason, a review-queue item, and an audit-log row. Every exchange emits an :class:`AuditRecord`.
+reason, a review-queue item, and an audit-log row. A step that grades items one by one (tier
+passages, audit claims) keeps the items of the last reply that passed their checks; only the
+rest take the fallback and go to review. Every exchange emits an :class:`AuditRecord`.
 
 For many batches (:meth:`Harness.map`): bounded concurrency, results in input order, progress.
 """
@@ -29,7 +31,7 @@ from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.metrics import metrics
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
-from evidex.tasks.base import ReplyInvalid, Step, StepRequest
+from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
 from evidex.types import Source, Usage
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
@@ -94,6 +96,11 @@ class Outcome(Generic[V]):
     usage: Usage = field(default_factory=Usage)
     review_item_id: int | None = None
     judge_calls: int = 0
+
+    def source_of(self, item_source: Source) -> Source:
+        """Where one item of the value came from. A fallback outcome may keep the valid items
+        of the last reply (see :class:`~evidex.tasks.base.Salvaged`): those stay the judge's."""
+        return item_source if self.source == "fallback" else self.source
 
 
 class Harness:
@@ -383,9 +390,14 @@ class Harness:
         usage: Usage,
         calls: int,
     ) -> Outcome[V]:
-        value = step.fallback(batch, reason)
-        info = step.describe(batch)
         last_raw = next((a.raw_output for a in reversed(attempts) if a.raw_output), None)
+        salvaged = _salvage(step, batch, last_raw, reason)
+        kept: tuple[str, ...] = ()
+        if salvaged is None:
+            value, info = step.fallback(batch, reason), step.describe(batch)
+        else:
+            value, info, kept = salvaged.value, step.describe(salvaged.left), salvaged.kept
+            reason = f"{reason}; kept the valid part of the last reply ({len(kept)} item(s))"
         item_id = (
             None
             if not ctx.review_fallback
@@ -417,7 +429,7 @@ class Harness:
                 errors=[reason],
                 labels=step.labels(value),
                 cache_key=key,
-                detail={"review_item_id": item_id},
+                detail={"review_item_id": item_id, "kept": list(kept)},
             )
         )
         return Outcome(
@@ -430,6 +442,18 @@ class Harness:
             review_item_id=item_id,
             judge_calls=calls,
         )
+
+
+def _salvage(step: Step[B, V], batch: B, raw: str | None, reason: str) -> Salvaged[B, V] | None:
+    """The valid items of the last reply, for steps whose items are graded independently."""
+    if raw is None or not isinstance(step, Salvageable):
+        return None
+    try:
+        data = _parse(raw)
+    except ReplyInvalid:
+        return None
+    salvaged: Salvaged[B, V] | None = step.salvage(batch, data, reason)
+    return salvaged
 
 
 def _parse(text: str) -> Any:

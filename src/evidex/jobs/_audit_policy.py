@@ -109,7 +109,13 @@ def decide(
     reasons: list[tuple[Decision, DecisionReason]] = []
     if source == "fallback":
         reasons.append(
-            ("review", _reason("fallback", "the audit could not be completed; a person must check"))
+            (
+                "review",
+                _reason(
+                    "fallback",
+                    "part of the answer got no valid grade (marked fallback); a person must check",
+                ),
+            )
         )
     if summary.contradicted:
         reasons.append(

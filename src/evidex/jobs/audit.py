@@ -645,7 +645,11 @@ def _unaudited(
 
 def _with_source(outcomes: Sequence[Outcome[Any]]) -> list[ClaimAudit]:
     """Claims marked with where their batch's value came from (judge, cache or fallback)."""
-    return [c.model_copy(update={"source": o.source}) for o in outcomes for c in o.value.claims]
+    return [
+        c.model_copy(update={"source": o.source_of(c.source)})
+        for o in outcomes
+        for c in o.value.claims
+    ]
 
 
 def _renumbered(claims: Sequence[ClaimAudit]) -> list[ClaimAudit]:

@@ -164,7 +164,7 @@ async def atier(
             review_ids.append(outcome.review_item_id)
         for a in outcome.value.classifications:
             by_id[a.passage_id] = a.model_copy(
-                update={"source": outcome.source, "reason": a.reason}
+                update={"source": outcome.source_of(a.source), "reason": a.reason}
             )
         for warning in outcome.value.warnings:
             events.append(warning)

@@ -16,7 +16,9 @@ never trusted. Orchestration (segments, batches, merge, decision) is in :mod:`ev
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
@@ -26,7 +28,14 @@ from pydantic import BaseModel, Field
 from evidex._text import contains_verbatim, nearest_span
 from evidex.tasks._claim_checks import number_errors, uncovered_sentences, word_overlap_error
 from evidex.tasks._spans import find_span
-from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest, passages_json
+from evidex.tasks.base import (
+    BatchInfo,
+    PromptTemplate,
+    ReplyInvalid,
+    Salvaged,
+    StepRequest,
+    passages_json,
+)
 from evidex.types import Event, Passage, RiskLevel, Source
 
 __all__ = [
@@ -583,32 +592,8 @@ class ClassifyStep(_GradingMixin):
         )
 
     def validate(self, batch: ClaimBatch, data: Any) -> ClaimsValue:
-        items = _claims_list(data)
-        by_id = {c.claim_id: c for c in batch.claims}
-        errors: list[str] = []
-        graded: dict[str, ClaimAudit] = {}
-        seen: set[str] = set()
-        for index, item in enumerate(items):
-            if not isinstance(item, dict):
-                errors.append(f"claims[{index}] is not an object")
-                continue
-            cid = str(item.get("claim_id"))
-            if cid not in by_id:
-                errors.append(f"claims[{index}]: claim_id {cid!r} is not one of {sorted(by_id)}")
-                continue
-            if cid in seen:
-                errors.append(f"claim {cid!r} is graded more than once; grade each claim once")
-                continue
-            seen.add(cid)
-            grading_errors = check_grading(
-                f"claim {cid!r}", item, batch.passages, by_id[cid].claim_text
-            )
-            errors += grading_errors
-            if not grading_errors:
-                graded[cid] = _graded(item, by_id[cid], batch.passages)
-        errors += [
-            f"claim {cid!r} is missing; grade every claim" for cid in by_id if cid not in seen
-        ]
+        graded, failed, general = _grade_claims(batch, data)
+        errors = general + [e for c in batch.claims for e in failed.get(c.claim_id, [])]
         if errors:
             raise ReplyInvalid(errors)
         return ClaimsValue(claims=[graded[c.claim_id] for c in batch.claims])
@@ -616,18 +601,31 @@ class ClassifyStep(_GradingMixin):
     def fallback(self, batch: ClaimBatch, reason: str) -> ClaimsValue:
         """Ungraded claims count as unsupported (the conservative reading), say so, and carry
         ``source="fallback"``; the job routes the answer to review."""
-        return ClaimsValue(
-            claims=[
-                ClaimAudit(
-                    **c.model_dump(),
-                    classification="unsupported",
-                    explanation=f"Fallback: no valid grade ({reason}); counted as unsupported "
-                    "until a person reviews it.",
-                    source="fallback",
-                    reason=reason,
-                )
-                for c in batch.claims
-            ]
+        return ClaimsValue(claims=[_fallback_claim(c, reason) for c in batch.claims])
+
+    def salvage(
+        self, batch: ClaimBatch, data: Any, reason: str
+    ) -> Salvaged[ClaimBatch, ClaimsValue] | None:
+        """Claims are graded one by one, so a claim the judge keeps getting wrong costs only
+        itself: the others keep their valid grades (a contradiction found still counts)."""
+        try:
+            graded, failed, _ = _grade_claims(batch, data)
+        except ReplyInvalid:  # not even a list of claims
+            return None
+        if not graded:
+            return None
+        claims = [
+            graded.get(c.claim_id)
+            or _fallback_claim(c, "; ".join(failed.get(c.claim_id, [reason])))
+            for c in batch.claims
+        ]
+        left = tuple(c for c in batch.claims if c.claim_id not in graded)
+        if not left:  # every item is fine, so the fault lies outside the batch: trust none
+            return None
+        return Salvaged(
+            value=ClaimsValue(claims=claims),
+            kept=tuple(c.claim_id for c in batch.claims if c.claim_id in graded),
+            left=dataclasses.replace(batch, claims=left),
         )
 
     def cache_material(self, batch: ClaimBatch) -> Any:
@@ -651,6 +649,49 @@ class ClassifyStep(_GradingMixin):
 
 
 # ---------------------------------------------------------------------------------- checks
+
+
+def _grade_claims(
+    batch: ClaimBatch, data: Any
+) -> tuple[dict[str, ClaimAudit], dict[str, list[str]], list[str]]:
+    """A classify reply sorted out: valid grades and errors by claim id, and errors that
+    concern no claim of the batch."""
+    by_id = {c.claim_id: c for c in batch.claims}
+    graded: dict[str, ClaimAudit] = {}
+    failed: dict[str, list[str]] = {}
+    general: list[str] = []
+    items = _claims_list(data)
+    counts = Counter(str(item.get("claim_id")) for item in items if isinstance(item, dict))
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            general.append(f"claims[{index}] is not an object")
+            continue
+        cid = str(item.get("claim_id"))
+        if cid not in by_id:
+            general.append(f"claims[{index}]: claim_id {cid!r} is not one of {sorted(by_id)}")
+        elif counts[cid] > 1:
+            failed[cid] = [f"claim {cid!r} is graded more than once; grade each claim once"]
+        else:
+            errors = check_grading(f"claim {cid!r}", item, batch.passages, by_id[cid].claim_text)
+            if errors:
+                failed[cid] = errors
+            else:
+                graded[cid] = _graded(item, by_id[cid], batch.passages)
+    for cid in by_id:
+        if cid not in counts:
+            failed[cid] = [f"claim {cid!r} is missing; grade every claim"]
+    return graded, failed, general
+
+
+def _fallback_claim(claim: ClaimSpan, reason: str) -> ClaimAudit:
+    return ClaimAudit(
+        **claim.model_dump(),
+        classification="unsupported",
+        explanation=f"Fallback: no valid grade ({reason}); counted as unsupported until a "
+        "person reviews it.",
+        source="fallback",
+        reason=reason,
+    )
 
 
 def claim_schema(passage_ids: Sequence[str], *, with_text: bool) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import yaml
 from pydantic import BaseModel
@@ -22,6 +22,8 @@ from evidex.judging import Message
 __all__ = [
     "PromptTemplate",
     "ReplyInvalid",
+    "Salvageable",
+    "Salvaged",
     "Step",
     "StepRequest",
     "passages_json",
@@ -130,6 +132,31 @@ class Step(Protocol, Generic[B_contra, V]):
 
     def labels(self, value: V) -> Any:
         """The final labels of a validated value, as written to the audit log."""
+        ...
+
+
+@dataclass(frozen=True)
+class Salvaged(Generic[B, V]):
+    """The valid part of a reply that failed validation as a whole.
+
+    ``value`` holds the items that passed every check on their own, marked as the judge's, and
+    the explicit fallback for the rest; ``left`` is the batch narrowed to those rest, so the
+    review item shows a person only what still needs one.
+    """
+
+    value: V
+    kept: tuple[str, ...]
+    left: B
+
+
+@runtime_checkable
+class Salvageable(Protocol, Generic[B, V]):
+    """A step whose replies grade items independently (passages, claims), so that one item
+    failing its checks need not throw away the others once the retries are spent."""
+
+    def salvage(self, batch: B, data: Any, reason: str) -> Salvaged[B, V] | None:
+        """The valid items of ``data`` with the fallback for the others; None when no item
+        is valid (then the whole batch takes the fallback)."""
         ...
 
 

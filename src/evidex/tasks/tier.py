@@ -6,11 +6,12 @@ explicit fallback. Orchestration (preflight, batching, routing) is in :mod:`evid
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from evidex.tasks.base import (
     BatchInfo,
     PromptTemplate,
     ReplyInvalid,
+    Salvaged,
     StepRequest,
     passages_json,
     read_records,
@@ -217,43 +219,11 @@ class TierStep:
     # -------------------------------------------------------------- validation
 
     def validate(self, batch: TierBatch, data: Any) -> TierBatchValue:
-        errors: list[str] = []
-        if not isinstance(data, dict) or not isinstance(data.get("classifications"), list):
-            raise ReplyInvalid(['the reply must be a JSON object with a "classifications" list'])
-        by_id = {p.passage_id: p for p in batch.passages}
-        names = batch.scheme.names
-        seen = Counter(
-            str(item.get("passage_id"))
-            for item in data["classifications"]
-            if isinstance(item, dict)
-        )
-        for pid, n in seen.items():
-            if pid not in by_id:
-                errors.append(f"passage_id {pid!r} is not in this batch; use only the ids given")
-            elif n > 1:
-                errors.append(f"passage_id {pid!r} appears {n} times; grade each passage once")
-        for pid in by_id:
-            if pid not in seen:
-                errors.append(f"passage_id {pid!r} is missing; every passage must be graded")
-
-        assignments: dict[str, TierAssignment] = {}
-        for index, item in enumerate(data["classifications"]):
-            if not isinstance(item, dict):
-                errors.append(f"classifications[{index}] is not an object")
-                continue
-            pid = str(item.get("passage_id"))
-            if pid not in by_id or seen[pid] > 1:
-                continue
-            errors += _check_entry(pid, item, by_id[pid], names, batch.scheme.bottom)
-            assignments[pid] = TierAssignment(
-                passage_id=pid,
-                tier=str(item.get("tier")),
-                justification=str(item.get("justification") or "").strip(),
-                key_evidence_snippet=item.get("key_evidence_snippet") or None,
-            )
+        graded = _grade(batch, data)
+        errors = graded.general + [e for pid in graded.failed for e in graded.failed[pid]]
         if errors:
             raise ReplyInvalid(errors)
-        ordered = [assignments[p.passage_id] for p in batch.passages]
+        ordered = [graded.valid[p.passage_id] for p in batch.passages]
         return TierBatchValue(
             classifications=ordered,
             warnings=_warnings(batch.scheme, ordered, data.get("tier_summary")),
@@ -262,20 +232,30 @@ class TierStep:
     # -------------------------------------------------------------- fallback and misc
 
     def fallback(self, batch: TierBatch, reason: str) -> TierBatchValue:
-        tier = batch.scheme.fallback_tier
         return TierBatchValue(
-            classifications=[
-                TierAssignment(
-                    passage_id=p.passage_id,
-                    tier=tier,
-                    justification=f"Fallback: no valid judgment ({reason}); the conservative "
-                    f"default tier {tier} was applied and the batch sent to review.",
-                    key_evidence_snippet=None,
-                    source="fallback",
-                    reason=reason,
-                )
-                for p in batch.passages
-            ]
+            classifications=[_fallback_assignment(batch, p, reason) for p in batch.passages]
+        )
+
+    def salvage(
+        self, batch: TierBatch, data: Any, reason: str
+    ) -> Salvaged[TierBatch, TierBatchValue] | None:
+        """The spec's default tier is for the passages a failed batch left unclassified: the
+        passages the last reply graded validly keep the judge's tier."""
+        graded = _grade(batch, data)
+        if not graded.valid:
+            return None
+        assignments = [
+            graded.valid.get(p.passage_id)
+            or _fallback_assignment(batch, p, "; ".join(graded.failed.get(p.passage_id, [reason])))
+            for p in batch.passages
+        ]
+        left = tuple(p for p in batch.passages if p.passage_id not in graded.valid)
+        if not left:  # every item is fine, so the fault lies outside the batch: trust none
+            return None
+        return Salvaged(
+            value=TierBatchValue(classifications=assignments),
+            kept=tuple(p.passage_id for p in batch.passages if p.passage_id in graded.valid),
+            left=dataclasses.replace(batch, passages=left),
         )
 
     def cache_material(self, batch: TierBatch) -> Any:
@@ -326,6 +306,67 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
         },
         "required": ["classifications"],
     }
+
+
+@dataclass
+class _Graded:
+    """A reply's entries sorted out: valid assignments and errors by passage id, and errors
+    that concern no passage of the batch (invented ids, malformed entries)."""
+
+    valid: dict[str, TierAssignment] = field(default_factory=dict)
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    general: list[str] = field(default_factory=list)
+
+
+def _grade(batch: TierBatch, data: Any) -> _Graded:
+    graded = _Graded()
+    if not isinstance(data, dict) or not isinstance(data.get("classifications"), list):
+        graded.general.append('the reply must be a JSON object with a "classifications" list')
+        return graded
+    by_id = {p.passage_id: p for p in batch.passages}
+    items = data["classifications"]
+    seen = Counter(str(item.get("passage_id")) for item in items if isinstance(item, dict))
+    for pid, n in seen.items():
+        if pid not in by_id:
+            graded.general.append(
+                f"passage_id {pid!r} is not in this batch; use only the ids given"
+            )
+        elif n > 1:
+            graded.failed[pid] = [f"passage_id {pid!r} appears {n} times; grade each passage once"]
+    for pid in by_id:
+        if pid not in seen:
+            graded.failed[pid] = [f"passage_id {pid!r} is missing; every passage must be graded"]
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            graded.general.append(f"classifications[{index}] is not an object")
+            continue
+        pid = str(item.get("passage_id"))
+        if pid not in by_id or seen[pid] > 1:
+            continue
+        errors = _check_entry(pid, item, by_id[pid], batch.scheme.names, batch.scheme.bottom)
+        if errors:
+            graded.failed[pid] = errors
+            continue
+        graded.valid[pid] = TierAssignment(
+            passage_id=pid,
+            tier=str(item.get("tier")),
+            justification=str(item.get("justification") or "").strip(),
+            key_evidence_snippet=item.get("key_evidence_snippet") or None,
+        )
+    return graded
+
+
+def _fallback_assignment(batch: TierBatch, passage: Passage, reason: str) -> TierAssignment:
+    tier = batch.scheme.fallback_tier
+    return TierAssignment(
+        passage_id=passage.passage_id,
+        tier=tier,
+        justification=f"Fallback: no valid judgment ({reason}); the conservative default tier "
+        f"{tier} was applied and the passage sent to review.",
+        key_evidence_snippet=None,
+        source="fallback",
+        reason=reason,
+    )
 
 
 def _check_entry(
