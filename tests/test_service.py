@@ -120,3 +120,20 @@ def test_real_server_on_loopback(live_server: tuple[str, Any]) -> None:
         assert len(response.json()["classifications"]) == 2
         assert client.get("/healthz").status_code == 200
     assert len(judge.requests) == 1
+
+
+def test_settings_are_read_once_when_the_service_starts(
+    store: SqlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The configured judge and limits apply; a config change (here a broken one) after the
+    start neither costs nor breaks a request."""
+    monkeypatch.setenv("EVIDEX_JUDGE_TIER", "scripted")
+    monkeypatch.setenv("EVIDEX_TIMEOUT_S", "0.2")
+    judge = ScriptedJudge([tier_reply], delay_s=0.5)
+    client = _client(store, judge)
+    monkeypatch.setenv("EVIDEX_TIMEOUT_S", "not a number")
+    monkeypatch.setenv("EVIDEX_JUDGE_TIER", "openai:evil")
+    body = client.post("/tier", json={"query": "q", "passages": PASSAGES}).json()
+    assert judge.requests, "the configured judge answered the request that named none"
+    assert {c["source"] for c in body["classifications"]} == {"fallback"}
+    assert "did not answer within 0.2s" in body["classifications"][0]["reason"]

@@ -20,7 +20,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,6 +33,9 @@ from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
 from evidex.types import Source, Usage
+
+if TYPE_CHECKING:
+    from evidex.config import Settings
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
@@ -58,12 +61,14 @@ class HarnessSettings:
     use_cache: bool = True
 
     @classmethod
-    def from_config(cls) -> HarnessSettings:
+    def from_config(cls, configured: Settings | None = None) -> HarnessSettings:
         """Defaults with the configured ``timeout_s`` and ``max_concurrency`` (explicit
-        argument > environment > config file; see :mod:`evidex.config`)."""
-        from evidex.config import load_settings
+        argument > environment > config file; see :mod:`evidex.config`). A long-running caller
+        (the HTTP service) passes the settings it loaded at start instead of re-reading them."""
+        if configured is None:
+            from evidex.config import load_settings
 
-        configured = load_settings()
+            configured = load_settings()
         return cls(timeout_s=configured.timeout_s, max_concurrency=configured.max_concurrency)
 
 

@@ -18,9 +18,11 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 from pydantic import BaseModel, Field
 
 from evidex._version import __version__
+from evidex.config import load_settings
 from evidex.errors import EvidexError, RunError, UsageError
 from evidex.harness.metrics import metrics
-from evidex.jobs._common import DEFAULT_JUDGES, resolve_judge
+from evidex.harness.runner import HarnessSettings
+from evidex.jobs._common import resolve_judge
 from evidex.jobs.select import select_context
 from evidex.jobs.tier import atier
 from evidex.judging import Judge
@@ -55,17 +57,21 @@ def create_app(
 ) -> FastAPI:
     """Build the app. ``judges`` pre-builds judges by spec (tests, custom backends);
     ``allowed_judges`` limits which specs a request may name (default: ``EVIDEX_SERVICE_JUDGES``
-    as a comma list, else the job defaults plus the pre-built ones). Judge endpoints and keys
-    come from the server's environment, never from a request."""
+    as a comma list, else the configured judges of the jobs plus the pre-built ones). Judge
+    endpoints and keys come from the server's environment, never from a request."""
+    # Read once: a request must not pay for a config-file read, and a server's judges and
+    # limits should not change under it when someone edits the file.
+    configured = load_settings()
+    settings = HarnessSettings.from_config(configured)
     the_store: SqlStore = store if isinstance(store, SqlStore) else open_store(store)
     cache: dict[str, Judge] = dict(judges or {})
     env_allowed = {
         s.strip() for s in os.environ.get("EVIDEX_SERVICE_JUDGES", "").split(",") if s.strip()
     }
-    allowed = allowed_judges or env_allowed or set(DEFAULT_JUDGES.values()) | set(cache)
+    allowed = allowed_judges or env_allowed or set(configured.judges.values()) | set(cache)
 
     def judge_for(spec: str | None, job: str) -> Judge:
-        spec = spec or DEFAULT_JUDGES[job]
+        spec = spec or configured.judges[job]
         if spec not in allowed:
             raise UsageError(
                 f"judge {spec!r} is not enabled on this server; enabled: {sorted(allowed)}"
@@ -101,6 +107,7 @@ def create_app(
             body.passages,
             judge=judge_for(body.judge, "tier"),
             store=the_store,
+            settings=settings,
             tiers=body.tiers,
             risk=body.risk,
             batch_size=body.batch_size,
@@ -140,7 +147,7 @@ def create_app(
 
     from evidex.service.jobs import register_job_routes
 
-    register_job_routes(app, the_store, judge_for)
+    register_job_routes(app, the_store, judge_for, settings)
     return app
 
 

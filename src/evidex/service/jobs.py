@@ -10,6 +10,7 @@ from typing import Any
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
+from evidex.harness.runner import HarnessSettings
 from evidex.jobs.audit import aaudit
 from evidex.jobs.classify import aclassify
 from evidex.jobs.rerank import arerank
@@ -53,7 +54,10 @@ class AuditRequest(BaseModel):
 
 
 def register_job_routes(
-    app: FastAPI, store: SqlStore, judge_for: Callable[[str | None, str], Judge]
+    app: FastAPI,
+    store: SqlStore,
+    judge_for: Callable[[str | None, str], Judge],
+    settings: HarnessSettings,
 ) -> None:
     @app.post("/rerank")
     async def rerank_endpoint(body: RerankRequest) -> dict[str, Any]:
@@ -65,6 +69,7 @@ def register_job_routes(
             top_n=body.top_n,
             judge=judge_for(body.judge, "rerank"),
             store=store,
+            settings=settings,
         )
         return result.model_dump(mode="json")
 
@@ -76,6 +81,7 @@ def register_job_routes(
             body.labels,
             judge=judge_for(body.judge, "classify"),
             store=store,
+            settings=settings,
             threshold=body.threshold,
             risk=body.risk,
             multi_label=body.multi_label,
@@ -93,6 +99,7 @@ def register_job_routes(
             risk=body.risk,
             judge=judge_for(body.judge, "audit"),
             store=store,
+            settings=settings,
         )
 
     @app.post("/audit")
