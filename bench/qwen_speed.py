@@ -1,6 +1,7 @@
 """Speed of the embedded LLM judge ``local:qwen`` on the tier job, and what KV-prefix reuse saves.
 
-    python bench/qwen_speed.py [--queries 3] [--passages 10] [--batch 5] [--warm] [--data PATH]
+    python bench/qwen_speed.py [--queries 3] [--passages 10] [--batch 5] [--compare-batch 10]
+                               [--warm] [--data PATH]
 
 For each of the first ``--queries`` TREC DL 2019 queries, the first ``--passages`` BM25
 candidates that have a text are tiered with the real tier job (batches of ``--batch``, cache
@@ -11,7 +12,9 @@ off, one call at a time), twice:
   system text and query;
 - without: the KV cache is cleared before every call;
 - with ``--warm``, also warm: the cache is not cleared, so a query starts with the previous
-  query's prompt cached and reuses its instructions (one batch of an extra query primes it).
+  query's prompt cached and reuses its instructions (one batch of an extra query primes it);
+- with ``--compare-batch N``, also with reuse in batches of N, to show which size is faster
+  (reuse makes the shared prefix cheap, but every call also generates its own reply frame).
 
 Reported (medians over the queries): wall time per query, prompt tokens/s and generated
 tokens/s from llama.cpp's own counters, seconds per batch, first vs second batch of one query
@@ -119,6 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--queries", type=int, default=3)
     parser.add_argument("--passages", type=int, default=10)
     parser.add_argument("--batch", type=int, default=5)
+    parser.add_argument(
+        "--compare-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also tier each query with reuse in batches of N (e.g. the job's default 10)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="default: the judge's")
     parser.add_argument(
         "--warm",
@@ -138,24 +148,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     reuse.count_tokens("warm up")  # joins the weights if needed and loads the model
     load_s = time.perf_counter() - load_started
 
-    runs: dict[str, list[Run]] = {"reuse": [], "no reuse": [], "warm": []}
-    modes = [("reuse", reuse), ("no reuse", fresh)]
+    runs: dict[str, list[Run]] = {"reuse": [], "no reuse": [], "warm": [], "compare": []}
+    modes = [("reuse", reuse, args.batch), ("no reuse", fresh, args.batch)]
+    if args.compare_batch:
+        modes.append(("compare", reuse, args.compare_batch))
     with tempfile.TemporaryDirectory() as tmp:
         store_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
         open_store(store_url).close()
         if primer is not None:  # leaves the instructions (and another query) in the KV cache
             asyncio.run(tier_once(reuse, primer[0], primer[1][: args.batch], args.batch, store_url))
-            modes.insert(0, ("warm", reuse))
+            modes.insert(0, ("warm", reuse, args.batch))
         for i, (query, passages) in enumerate(picked, 1):
-            for mode, judge in modes:
+            for mode, judge, size in modes:
                 # warm runs first: the cache then holds the previous query's last prompt, whose
                 # instructions match and whose query does not, as in a process tiering a stream
                 run = asyncio.run(
-                    tier_once(judge, query, passages, args.batch, store_url, reset=mode != "warm")
+                    tier_once(judge, query, passages, size, store_url, reset=mode != "warm")
                 )
                 runs[mode].append(run)
                 print(
-                    f"query {i}/{len(picked)} {mode:8s}: {run.wall_s:6.1f} s, "
+                    f"query {i}/{len(picked)} {mode:8s} (batch {size}): {run.wall_s:6.1f} s, "
                     f"{run.judge_calls} calls, {run.fallbacks} fallbacks, evaluated "
                     f"{[c.prompt_evaluated for c in run.calls]} of "
                     f"{[c.prompt_tokens for c in run.calls]} prompt tokens",
@@ -183,6 +195,21 @@ def warm_rows(warm: Sequence[Run], wall_fresh: float) -> list[str]:
         f"| wall per query, warm instructions (median) | {wall:.1f} s |",
         f"| speed-up, warm instructions over no reuse | {wall_fresh / wall:.2f}× |",
         f"| fallback passages, warm | {sum(r.fallbacks for r in warm)} |",
+    ]
+
+
+def compare_rows(compare: Sequence[Run], wall_reuse: float, args: argparse.Namespace) -> list[str]:
+    """Rows of ``--compare-batch``: the same queries with reuse in batches of another size."""
+    if not compare:
+        return []
+    med = statistics.median
+    wall = med([r.wall_s for r in compare])
+    return [
+        f"| wall per query with reuse in batches of {args.compare_batch} (median) | {wall:.1f} s |",
+        f"| wall ratio, batches of {args.compare_batch} to batches of {args.batch} (both with "
+        f"reuse; below 1: {args.compare_batch} is faster) | {wall / wall_reuse:.2f} |",
+        f"| judge calls, fallback passages in batches of {args.compare_batch} | "
+        f"{sum(r.judge_calls for r in compare)}, {sum(r.fallbacks for r in compare)} |",
     ]
 
 
@@ -215,13 +242,13 @@ def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) 
     ]
     if firsts:
         rows += [
-            f"| first batch of a query: prompt tokens evaluated, prompt-eval s (median) | "
+            f"| first call of a query: prompt tokens evaluated, prompt-eval s (median) | "
             f"{med([c.prompt_evaluated for c in firsts]):.0f}, "
             f"{med([c.prompt_eval_s for c in firsts]):.1f} s |",
-            f"| second batch (prefix reused): prompt tokens evaluated, prompt-eval s | "
+            f"| second call (prefix reused): prompt tokens evaluated, prompt-eval s | "
             f"{med([c.prompt_evaluated for c in seconds]):.0f}, "
             f"{med([c.prompt_eval_s for c in seconds]):.1f} s |",
-            f"| tokens reused by the second batch (shared prefix) | "
+            f"| tokens reused by the second call (shared prefix) | "
             f"{med([c.prompt_tokens - c.prompt_evaluated for c in seconds]):.0f} |",
         ]
     rows += [
@@ -229,6 +256,7 @@ def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) 
         f"| wall per query without reuse (median) | {wall_fresh:.1f} s |",
         f"| speed-up from prefix reuse | {wall_fresh / wall_reuse:.2f}× |",
         *warm_rows(runs["warm"], wall_fresh),
+        *compare_rows(runs["compare"], wall_reuse, args),
         f"| share of wall time outside llama.cpp (median, max) | "
         f"{100 * med(overhead):.2f} %, {100 * max(overhead):.2f} % |",
         f"| judge calls with / without reuse (re-asks included) | "

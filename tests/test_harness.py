@@ -415,6 +415,28 @@ def test_passages_are_delimited_as_data(store: SqlStore) -> None:
     assert data == [{"passage_id": "evil", "text": attack.text}]
 
 
+def test_tier_prompt_puts_what_requests_share_first(passages: list[Passage]) -> None:
+    """Prefix caching (local:qwen's KV cache, API prompt caches) pays off only on a shared
+    prefix: instructions and worked examples are the same for every query, the query for every
+    batch of one request."""
+
+    def prompt(query: str, batch: list[Passage]) -> str:
+        request = TierStep().request(TierBatch(query, tuple(batch)))
+        return "\n".join(m.content for m in request.messages)
+
+    def shared(a: str, b: str) -> str:
+        n = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), len(a))
+        return a[:n]
+
+    one, other = prompt("vitamin D dose", passages[:5]), prompt("D-Day date", passages[:5])
+    across_queries = shared(one, other)
+    assert "Worked examples:" in across_queries and '"tier_summary"' in across_queries
+    assert "Risk level" in across_queries
+    within_query = shared(one, prompt("vitamin D dose", passages[5:]))
+    assert "Query:\nvitamin D dose" in within_query
+    assert within_query.endswith('"passage_id": "p')  # ids p1.. against p6..: passages differ
+
+
 def test_harness_call_directly_returns_outcome(store: SqlStore, passages: list[Passage]) -> None:
     harness = Harness(ScriptedJudge([tier_reply]), store, settings=FAST)
     ctx = RunContext(job="tier", query="q")
