@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import evidex
-from evidex._text import contains_verbatim, extract_json_object, nearest_span
+from evidex._text import contains_verbatim, extract_json_object, nearest_span, quote_mismatch
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.select import select_context
 from evidex.preflight import prepare_passages, truncate_to_tokens
@@ -58,6 +58,35 @@ def test_verbatim_check_forgives_whitespace_and_quotes() -> None:
     assert contains_verbatim("He said \u201chello\u201d\n  to all.", 'said "hello" to all')
     assert not contains_verbatim("abc", "")
     assert nearest_span("the quick brown fox", "quick brwn") == "quick brow"
+
+
+def test_verbatim_check_forgives_case_and_spacing_at_punctuation_not_words() -> None:
+    """Web passages carry tokeniser spacing ("( FRQ )") and a quote may capitalise its first
+    word; a changed, dropped or joined word is still not verbatim."""
+    text = "Moisture class: FIRE FREQUENCY ( FRQ ), LITTER ( LIT ). the TWIST gene forms the tube."
+    assert contains_verbatim(text, "FIRE FREQUENCY (FRQ), LITTER (LIT)")
+    assert contains_verbatim(text, "The TWIST gene forms the tube.")
+    assert not contains_verbatim(text, "The TWIST gene forms a tube.")
+    assert not contains_verbatim(text, "the TWIST gene forms tube.")
+    assert not contains_verbatim("see the rapist", "therapist")
+
+
+def test_quote_mismatch_points_at_the_first_difference() -> None:
+    """A long quote wrong in one word near its end: the message shows that word, not two
+    identical beginnings."""
+    source = (
+        "poultry (noun): domesticated fowl collectively, esp. those valued for their meat and "
+        "eggs. [1350-1400; Middle English pulletrie < Middle French pouleterie.] More text."
+    )
+    quote = (
+        "poultry (noun): domesticated fowl collectively, esp. those valued for their meat and "
+        "eggs. [1350-1400; Middle French pouleterie.]"
+    )
+    message = quote_mismatch(source, quote)
+    assert message.startswith("where the quote has '")
+    assert "Middle French" in message.split(", the text reads")[0]
+    assert "Middle English pulletrie" in message.split(", the text reads")[1]
+    assert "is empty" in quote_mismatch("", "x")
 
 
 @pytest.mark.parametrize(

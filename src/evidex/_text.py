@@ -19,21 +19,66 @@ def normalize_ws(text: str) -> str:
     return _WS.sub(" ", unicodedata.normalize("NFKC", text).translate(_QUOTES)).strip()
 
 
+_SPACED_PUNCT = re.compile(r"\s*([^\w\s])\s*")
+
+
+def _match_form(text: str) -> str:
+    """What a verbatim check compares: whitespace collapsed, case folded, and no space next to
+    punctuation. Web text is full of tokenisation spacing ("( FRQ )") and a quote may capitalise
+    its first word; neither changes what the quote says, and a model cannot see the difference."""
+    return _SPACED_PUNCT.sub(r"\1", normalize_ws(text).casefold())
+
+
 def contains_verbatim(haystack: str, needle: str) -> bool:
-    """True when ``needle`` occurs in ``haystack`` after whitespace normalisation."""
-    n = normalize_ws(needle)
-    return bool(n) and n in normalize_ws(haystack)
+    """True when ``needle`` occurs in ``haystack``, forgiving layout (see :func:`_match_form`)."""
+    n = _match_form(needle)
+    return bool(n) and n in _match_form(haystack)
+
+
+def _aligned(haystack: str, needle: str) -> tuple[str, str, int]:
+    """Both texts normalised, and where ``needle`` best lines up in ``haystack``."""
+    hay, ned = normalize_ws(haystack), normalize_ws(needle)
+    if not hay or not ned:
+        return hay, ned, 0
+    matcher = difflib.SequenceMatcher(None, hay, ned, autojunk=False)
+    block = max(matcher.get_matching_blocks(), key=lambda b: b.size)
+    return hay, ned, block.a - block.b
 
 
 def nearest_span(haystack: str, needle: str) -> str:
     """The span of ``haystack`` most like ``needle``: shown when a quote is not verbatim."""
-    hay, ned = normalize_ws(haystack), normalize_ws(needle)
-    if not hay or not ned:
-        return ""
-    matcher = difflib.SequenceMatcher(None, hay, ned, autojunk=False)
-    block = max(matcher.get_matching_blocks(), key=lambda b: b.size)
-    start = max(0, block.a - block.b)
+    hay, ned, offset = _aligned(haystack, needle)
+    start = max(0, offset)
     return hay[start : start + len(ned)]
+
+
+def quote_mismatch(haystack: str, needle: str, context: int = 24) -> str:
+    """Where a quote that is not verbatim departs from the closest text of the source.
+
+    A re-ask that shows only the first characters of both fails on long quotes that are right
+    but for one word near the end: the model sees two equal strings and repeats itself.
+    """
+    hay, ned, offset = _aligned(haystack, needle)
+    if not hay or not ned:
+        return "the text is empty"
+    lo = max(0, offset - context)
+    window = hay[lo : max(lo, offset + len(ned) + context)]
+    # compared without case (a verbatim check forgives it), shown as written
+    a, b = window.lower(), ned.lower()
+    if len(a) != len(window) or len(b) != len(ned):
+        a, b = window, ned
+    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    while ops and ops[0][0] == "delete":  # source text before the quote starts
+        ops.pop(0)
+    if ops and ops[-1][0] == "delete":  # source text after the quote ends
+        ops.pop()
+    first = next((op for op in ops if op[0] != "equal"), None)
+    if first is None:
+        return f"the closest text is {window[:120]!r}"
+    _, i1, i2, j1, j2 = first
+    quoted = ned[max(0, j1 - context) : min(j2, j1 + 60) + 8]
+    source = window[max(0, i1 - context) : min(i2, i1 + 60) + 8]
+    return f"where the quote has {quoted!r}, the text reads {source!r}"
 
 
 def sha256_hex(data: str | bytes) -> str:

@@ -25,7 +25,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, Field
 
-from evidex._text import contains_verbatim, nearest_span
+from evidex._text import contains_verbatim, nearest_span, quote_mismatch
 from evidex.tasks._claim_checks import number_errors, uncovered_sentences, word_overlap_error
 from evidex.tasks._spans import find_span
 from evidex.tasks.base import (
@@ -834,10 +834,9 @@ def _quote_error(
         return f"{label}: {what} {quote[:120]!r} cannot be right: the context is empty"
     pool = cited or passages
     best = max(pool, key=lambda p: len(nearest_span(p.text, quote)) and _overlap(p.text, quote))
-    near = nearest_span(best.text, quote)
     return (
-        f"{label}: {what} {quote[:120]!r} is not verbatim in the cited passages; the closest "
-        f"text in {best.passage_id!r} is {near[:120]!r}. Copy the words exactly"
+        f"{label}: {what} {quote[:80]!r} is not verbatim in the cited passages; in "
+        f"{best.passage_id!r}, {quote_mismatch(best.text, quote)}. Copy the words exactly"
     )
 
 

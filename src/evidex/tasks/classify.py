@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex._text import contains_verbatim, nearest_span
+from evidex._text import contains_verbatim, quote_mismatch
 from evidex.errors import InputError
 from evidex.tasks.base import (
     BatchInfo,
@@ -442,10 +442,9 @@ def _check_quote(at: str, entry: Mapping[str, Any], by_id: Mapping[str, Passage]
             f"{at}: quoted_text {quote[:120]!r} is not in passage {pid!r} but in passage "
             f"{elsewhere[0]!r}; give the passage_id of the passage the quote comes from"
         ]
-    near = nearest_span(by_id[pid].text, quote)
     return [
-        f"{at}: quoted_text {quote[:120]!r} is not verbatim in passage {pid!r}; the closest "
-        f"text there is {near[:160]!r}. Copy the words exactly"
+        f"{at}: quoted_text {quote[:80]!r} is not verbatim in passage {pid!r}: "
+        f"{quote_mismatch(by_id[pid].text, quote)}. Copy the words exactly"
     ]
 
 

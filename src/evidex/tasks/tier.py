@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex._text import contains_verbatim, nearest_span
+from evidex._text import contains_verbatim, quote_mismatch
 from evidex.errors import ConfigError
 from evidex.tasks.base import (
     BatchInfo,
@@ -391,10 +391,9 @@ def _check_entry(
     elif not isinstance(snippet, str):
         errors.append(f"passage {pid!r}: key_evidence_snippet must be a string or null")
     elif not contains_verbatim(passage.text, snippet):
-        near = nearest_span(passage.text, snippet)
         errors.append(
-            f"passage {pid!r}: key_evidence_snippet {snippet[:120]!r} is not verbatim in the "
-            f"passage; the closest text there is {near[:120]!r}"
+            f"passage {pid!r}: key_evidence_snippet {snippet[:80]!r} is not verbatim in the "
+            f"passage: {quote_mismatch(passage.text, snippet)}. Copy the words exactly"
         )
     return errors
 
