@@ -61,8 +61,8 @@ def test_quote_not_in_passage_shows_the_nearest_text() -> None:
         reply(label(support=[evidence("p1", "Refunds are paid if an order is late")]))
     )
     assert "is not verbatim in passage 'p1'" in error
-    assert "where the quote has 'Refunds are paid" in error
-    assert "the text reads 'Refunds are issued" in error
+    assert "it follows the text up to 'Refunds are'; then the quote has 'paid if" in error
+    assert "(the text goes on 'issued when an order" in error
 
 
 def test_quote_from_another_passage_names_the_right_one() -> None:

@@ -83,9 +83,12 @@ def test_quote_mismatch_points_at_the_first_difference() -> None:
         "eggs. [1350-1400; Middle French pouleterie.]"
     )
     message = quote_mismatch(source, quote)
-    assert message.startswith("where the quote has '")
-    assert "Middle French" in message.split(", the text reads")[0]
-    assert "Middle English pulletrie" in message.split(", the text reads")[1]
+    assert "it follows the text up to '... their meat and eggs. [1350-1400; Middle'" in message
+    assert "then the quote has 'French pouleterie.]'" in message
+    assert "the text goes on 'English pulletrie < Middle French" in message
+    spliced = quote_mismatch(source, "Robert Gray. Domesticated fowl collectively")
+    assert spliced == "the text does not have its start 'Robert Gray.', though it has what follows"
+    assert quote_mismatch(source, "cats and dogs").startswith("no part of it is in the text")
     assert "is empty" in quote_mismatch("", "x")
 
 

@@ -8,6 +8,7 @@ import hashlib
 import json
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 _WS = re.compile(r"\s+")
@@ -35,50 +36,53 @@ def contains_verbatim(haystack: str, needle: str) -> bool:
     return bool(n) and n in _match_form(haystack)
 
 
-def _aligned(haystack: str, needle: str) -> tuple[str, str, int]:
-    """Both texts normalised, and where ``needle`` best lines up in ``haystack``."""
-    hay, ned = normalize_ws(haystack), normalize_ws(needle)
-    if not hay or not ned:
-        return hay, ned, 0
-    matcher = difflib.SequenceMatcher(None, hay, ned, autojunk=False)
-    block = max(matcher.get_matching_blocks(), key=lambda b: b.size)
-    return hay, ned, block.a - block.b
-
-
 def nearest_span(haystack: str, needle: str) -> str:
     """The span of ``haystack`` most like ``needle``: shown when a quote is not verbatim."""
-    hay, ned, offset = _aligned(haystack, needle)
-    start = max(0, offset)
+    hay, ned = normalize_ws(haystack), normalize_ws(needle)
+    if not hay or not ned:
+        return ""
+    matcher = difflib.SequenceMatcher(None, hay, ned, autojunk=False)
+    block = max(matcher.get_matching_blocks(), key=lambda b: b.size)
+    start = max(0, block.a - block.b)
     return hay[start : start + len(ned)]
 
 
-def quote_mismatch(haystack: str, needle: str, context: int = 24) -> str:
-    """Where a quote that is not verbatim departs from the closest text of the source.
-
-    A re-ask that shows only the first characters of both fails on long quotes that are right
-    but for one word near the end: the model sees two equal strings and repeats itself.
-    """
-    hay, ned, offset = _aligned(haystack, needle)
-    if not hay or not ned:
+def quote_mismatch(haystack: str, needle: str) -> str:
+    """Where a quote that is not verbatim stops following the source, in words a model can act
+    on. A re-ask that showed only the first characters of quote and closest text failed on long
+    quotes wrong in one word near the end (two equal strings: the model repeated itself) and on
+    quotes that splice two sentences."""
+    hay, words = normalize_ws(haystack), normalize_ws(needle).split(" ")
+    if not hay or not words[0]:
         return "the text is empty"
-    lo = max(0, offset - context)
-    window = hay[lo : max(lo, offset + len(ned) + context)]
-    # compared without case (a verbatim check forgives it), shown as written
-    a, b = window.lower(), ned.lower()
-    if len(a) != len(window) or len(b) != len(ned):
-        a, b = window, ned
-    ops = difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
-    while ops and ops[0][0] == "delete":  # source text before the quote starts
-        ops.pop(0)
-    if ops and ops[-1][0] == "delete":  # source text after the quote ends
-        ops.pop()
-    first = next((op for op in ops if op[0] != "equal"), None)
-    if first is None:
-        return f"the closest text is {window[:120]!r}"
-    _, i1, i2, j1, j2 = first
-    quoted = ned[max(0, j1 - context) : min(j2, j1 + 60) + 8]
-    source = window[max(0, i1 - context) : min(i2, i1 + 60) + 8]
-    return f"where the quote has {quoted!r}, the text reads {source!r}"
+
+    def longest(found: Callable[[int], bool]) -> int:
+        low, high = 0, len(words)  # found(n) holds for every n up to the answer
+        while low < high:
+            mid = (low + high + 1) // 2
+            low, high = (mid, high) if found(mid) else (low, mid - 1)
+        return low
+
+    head = longest(lambda n: contains_verbatim(hay, " ".join(words[:n])))
+    if head:
+        matched, following = " ".join(words[:head]), " ".join(words[head : head + 8])
+        message = (
+            f"it follows the text up to {_tail(matched)!r}; then the quote has {following!r}, "
+            "which the text does not have there"
+        )
+        at = hay.lower().find(matched.lower())
+        if at >= 0:
+            message += f" (the text goes on {hay[at + len(matched) :][:50].strip()!r})"
+        return message
+    tail = longest(lambda n: contains_verbatim(hay, " ".join(words[len(words) - n :])))
+    if tail:
+        start = " ".join(words[: len(words) - tail][:8])
+        return f"the text does not have its start {start!r}, though it has what follows"
+    return f"no part of it is in the text; the closest text is {nearest_span(hay, needle)[:120]!r}"
+
+
+def _tail(text: str, size: int = 40) -> str:
+    return text if len(text) <= size else "..." + text[-size:]
 
 
 def sha256_hex(data: str | bytes) -> str:
