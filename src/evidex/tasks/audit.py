@@ -30,6 +30,7 @@ from evidex.tasks._claim_checks import number_errors, uncovered_sentences, word_
 from evidex.tasks._spans import find_span
 from evidex.tasks.base import (
     BatchInfo,
+    ItemGrades,
     PromptTemplate,
     ReplyInvalid,
     Salvaged,
@@ -592,11 +593,10 @@ class ClassifyStep(_GradingMixin):
         )
 
     def validate(self, batch: ClaimBatch, data: Any) -> ClaimsValue:
-        graded, failed, general = _grade_claims(batch, data)
-        errors = general + [e for c in batch.claims for e in failed.get(c.claim_id, [])]
-        if errors:
-            raise ReplyInvalid(errors)
-        return ClaimsValue(claims=[graded[c.claim_id] for c in batch.claims])
+        graded = _grade_claims(batch, data)
+        if graded.errors():
+            raise ReplyInvalid(graded.errors())
+        return ClaimsValue(claims=[graded.valid[i] for i in graded.ids])
 
     def fallback(self, batch: ClaimBatch, reason: str) -> ClaimsValue:
         """Ungraded claims count as unsupported (the conservative reading), say so, and carry
@@ -609,23 +609,23 @@ class ClassifyStep(_GradingMixin):
         """Claims are graded one by one, so a claim the judge keeps getting wrong costs only
         itself: the others keep their valid grades (a contradiction found still counts)."""
         try:
-            graded, failed, _ = _grade_claims(batch, data)
+            graded = _grade_claims(batch, data)
         except ReplyInvalid:  # not even a list of claims
             return None
-        if not graded:
-            return None
-        claims = [
-            graded.get(c.claim_id)
-            or _fallback_claim(c, "; ".join(failed.get(c.claim_id, [reason])))
-            for c in batch.claims
-        ]
-        left = tuple(c for c in batch.claims if c.claim_id not in graded)
-        if not left:  # every item is fine, so the fault lies outside the batch: trust none
+        if not graded.worth_salvaging():
             return None
         return Salvaged(
-            value=ClaimsValue(claims=claims),
-            kept=tuple(c.claim_id for c in batch.claims if c.claim_id in graded),
-            left=dataclasses.replace(batch, claims=left),
+            value=ClaimsValue(
+                claims=[
+                    graded.valid.get(c.claim_id)
+                    or _fallback_claim(c, graded.reason(c.claim_id, reason))
+                    for c in batch.claims
+                ]
+            ),
+            kept=graded.kept,
+            left=dataclasses.replace(
+                batch, claims=tuple(c for c in batch.claims if c.claim_id not in graded.valid)
+            ),
         )
 
     def cache_material(self, batch: ClaimBatch) -> Any:
@@ -651,36 +651,32 @@ class ClassifyStep(_GradingMixin):
 # ---------------------------------------------------------------------------------- checks
 
 
-def _grade_claims(
-    batch: ClaimBatch, data: Any
-) -> tuple[dict[str, ClaimAudit], dict[str, list[str]], list[str]]:
-    """A classify reply sorted out: valid grades and errors by claim id, and errors that
-    concern no claim of the batch."""
+def _grade_claims(batch: ClaimBatch, data: Any) -> ItemGrades[ClaimAudit]:
     by_id = {c.claim_id: c for c in batch.claims}
-    graded: dict[str, ClaimAudit] = {}
-    failed: dict[str, list[str]] = {}
-    general: list[str] = []
+    graded: ItemGrades[ClaimAudit] = ItemGrades(tuple(by_id))
     items = _claims_list(data)
     counts = Counter(str(item.get("claim_id")) for item in items if isinstance(item, dict))
     for index, item in enumerate(items):
         if not isinstance(item, dict):
-            general.append(f"claims[{index}] is not an object")
+            graded.general.append(f"claims[{index}] is not an object")
             continue
         cid = str(item.get("claim_id"))
         if cid not in by_id:
-            general.append(f"claims[{index}]: claim_id {cid!r} is not one of {sorted(by_id)}")
+            graded.general.append(
+                f"claims[{index}]: claim_id {cid!r} is not one of {sorted(by_id)}"
+            )
         elif counts[cid] > 1:
-            failed[cid] = [f"claim {cid!r} is graded more than once; grade each claim once"]
+            graded.failed[cid] = [f"claim {cid!r} is graded more than once; grade each claim once"]
         else:
             errors = check_grading(f"claim {cid!r}", item, batch.passages, by_id[cid].claim_text)
             if errors:
-                failed[cid] = errors
+                graded.failed[cid] = errors
             else:
-                graded[cid] = _graded(item, by_id[cid], batch.passages)
+                graded.valid[cid] = _graded(item, by_id[cid], batch.passages)
     for cid in by_id:
         if cid not in counts:
-            failed[cid] = [f"claim {cid!r} is missing; grade every claim"]
-    return graded, failed, general
+            graded.failed[cid] = [f"claim {cid!r} is missing; grade every claim"]
+    return graded
 
 
 def _fallback_claim(claim: ClaimSpan, reason: str) -> ClaimAudit:

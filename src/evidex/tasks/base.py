@@ -20,6 +20,7 @@ from evidex._text import sha256_hex
 from evidex.judging import Message
 
 __all__ = [
+    "ItemGrades",
     "PromptTemplate",
     "ReplyInvalid",
     "Salvageable",
@@ -133,6 +134,38 @@ class Step(Protocol, Generic[B_contra, V]):
     def labels(self, value: V) -> Any:
         """The final labels of a validated value, as written to the audit log."""
         ...
+
+
+T = TypeVar("T")
+
+
+@dataclass
+class ItemGrades(Generic[T]):
+    """A reply whose items (passages, claims) are graded one by one, sorted out: the valid items
+    and the errors by item id, in the batch's order, and the errors that concern no item of the
+    batch (invented ids, malformed entries). Validation rejects on any error; a salvage keeps
+    ``valid``."""
+
+    ids: tuple[str, ...]
+    valid: dict[str, T] = field(default_factory=dict)
+    failed: dict[str, list[str]] = field(default_factory=dict)
+    general: list[str] = field(default_factory=list)
+
+    def errors(self) -> list[str]:
+        return self.general + [e for i in self.ids for e in self.failed.get(i, [])]
+
+    def reason(self, item_id: str, default: str) -> str:
+        """Why one item has no valid grade: its own errors, else the batch's reason."""
+        return "; ".join(self.failed.get(item_id, [default]))
+
+    @property
+    def kept(self) -> tuple[str, ...]:
+        return tuple(i for i in self.ids if i in self.valid)
+
+    def worth_salvaging(self) -> bool:
+        """Some items valid and some not. With none valid there is nothing to keep; with all
+        valid the fault lies outside the batch (an id it does not have), so none is trusted."""
+        return 0 < len(self.valid) < len(self.ids)
 
 
 @dataclass(frozen=True)

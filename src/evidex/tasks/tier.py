@@ -11,7 +11,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from evidex._text import contains_verbatim, quote_mismatch
 from evidex.errors import ConfigError
 from evidex.tasks.base import (
     BatchInfo,
+    ItemGrades,
     PromptTemplate,
     ReplyInvalid,
     Salvaged,
@@ -222,10 +223,9 @@ class TierStep:
 
     def validate(self, batch: TierBatch, data: Any) -> TierBatchValue:
         graded = _grade(batch, data)
-        errors = graded.general + [e for pid in graded.failed for e in graded.failed[pid]]
-        if errors:
-            raise ReplyInvalid(errors)
-        ordered = [graded.valid[p.passage_id] for p in batch.passages]
+        if graded.errors():
+            raise ReplyInvalid(graded.errors())
+        ordered = [graded.valid[i] for i in graded.ids]
         return TierBatchValue(
             classifications=ordered,
             warnings=_warnings(batch.scheme, ordered, data.get("tier_summary")),
@@ -244,20 +244,20 @@ class TierStep:
         """The spec's default tier is for the passages a failed batch left unclassified: the
         passages the last reply graded validly keep the judge's tier."""
         graded = _grade(batch, data)
-        if not graded.valid:
-            return None
-        assignments = [
-            graded.valid.get(p.passage_id)
-            or _fallback_assignment(batch, p, "; ".join(graded.failed.get(p.passage_id, [reason])))
-            for p in batch.passages
-        ]
-        left = tuple(p for p in batch.passages if p.passage_id not in graded.valid)
-        if not left:  # every item is fine, so the fault lies outside the batch: trust none
+        if not graded.worth_salvaging():
             return None
         return Salvaged(
-            value=TierBatchValue(classifications=assignments),
-            kept=tuple(p.passage_id for p in batch.passages if p.passage_id in graded.valid),
-            left=dataclasses.replace(batch, passages=left),
+            value=TierBatchValue(
+                classifications=[
+                    graded.valid.get(p.passage_id)
+                    or _fallback_assignment(batch, p, graded.reason(p.passage_id, reason))
+                    for p in batch.passages
+                ]
+            ),
+            kept=graded.kept,
+            left=dataclasses.replace(
+                batch, passages=tuple(p for p in batch.passages if p.passage_id not in graded.valid)
+            ),
         )
 
     def cache_material(self, batch: TierBatch) -> Any:
@@ -310,18 +310,8 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
     }
 
 
-@dataclass
-class _Graded:
-    """A reply's entries sorted out: valid assignments and errors by passage id, and errors
-    that concern no passage of the batch (invented ids, malformed entries)."""
-
-    valid: dict[str, TierAssignment] = field(default_factory=dict)
-    failed: dict[str, list[str]] = field(default_factory=dict)
-    general: list[str] = field(default_factory=list)
-
-
-def _grade(batch: TierBatch, data: Any) -> _Graded:
-    graded = _Graded()
+def _grade(batch: TierBatch, data: Any) -> ItemGrades[TierAssignment]:
+    graded: ItemGrades[TierAssignment] = ItemGrades(tuple(p.passage_id for p in batch.passages))
     if not isinstance(data, dict) or not isinstance(data.get("classifications"), list):
         graded.general.append('the reply must be a JSON object with a "classifications" list')
         return graded
