@@ -608,24 +608,16 @@ class ClassifyStep(_GradingMixin):
     ) -> Salvaged[ClaimBatch, ClaimsValue] | None:
         """Claims are graded one by one, so a claim the judge keeps getting wrong costs only
         itself: the others keep their valid grades (a contradiction found still counts)."""
-        try:
-            graded = _grade_claims(batch, data)
-        except ReplyInvalid:  # not even a list of claims
-            return None
+        graded = _grade_claims(batch, data)
         if not graded.worth_salvaging():
             return None
+        claims, left = graded.with_fallbacks(
+            batch.claims, lambda c: c.claim_id, _fallback_claim, reason
+        )
         return Salvaged(
-            value=ClaimsValue(
-                claims=[
-                    graded.valid.get(c.claim_id)
-                    or _fallback_claim(c, graded.reason(c.claim_id, reason))
-                    for c in batch.claims
-                ]
-            ),
+            value=ClaimsValue(claims=claims),
             kept=graded.kept,
-            left=dataclasses.replace(
-                batch, claims=tuple(c for c in batch.claims if c.claim_id not in graded.valid)
-            ),
+            left=dataclasses.replace(batch, claims=left),
         )
 
     def cache_material(self, batch: ClaimBatch) -> Any:
@@ -654,7 +646,11 @@ class ClassifyStep(_GradingMixin):
 def _grade_claims(batch: ClaimBatch, data: Any) -> ItemGrades[ClaimAudit]:
     by_id = {c.claim_id: c for c in batch.claims}
     graded: ItemGrades[ClaimAudit] = ItemGrades(tuple(by_id))
-    items = _claims_list(data)
+    try:
+        items = _claims_list(data)
+    except ReplyInvalid as exc:  # not even a list of claims
+        graded.general += exc.errors
+        return graded
     counts = Counter(str(item.get("claim_id")) for item in items if isinstance(item, dict))
     for index, item in enumerate(items):
         if not isinstance(item, dict):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -137,6 +137,7 @@ class Step(Protocol, Generic[B_contra, V]):
 
 
 T = TypeVar("T")
+Item = TypeVar("Item")
 
 
 @dataclass
@@ -161,6 +162,21 @@ class ItemGrades(Generic[T]):
     @property
     def kept(self) -> tuple[str, ...]:
         return tuple(i for i in self.ids if i in self.valid)
+
+    def with_fallbacks(
+        self,
+        items: Sequence[Item],
+        item_id: Callable[[Item], str],
+        fallback: Callable[[Item, str], T],
+        reason: str,
+    ) -> tuple[list[T], tuple[Item, ...]]:
+        """Each item's valid grade, else its fallback (its own errors as the reason, else the
+        batch's), in the batch's order; and the items without a valid grade, for review."""
+        values = [
+            self.valid.get(item_id(i)) or fallback(i, self.reason(item_id(i), reason))
+            for i in items
+        ]
+        return values, tuple(i for i in items if item_id(i) not in self.valid)
 
     def worth_salvaging(self) -> bool:
         """Some items valid and some not. With none valid there is nothing to keep; with all

@@ -246,18 +246,16 @@ class TierStep:
         graded = _grade(batch, data)
         if not graded.worth_salvaging():
             return None
+        assignments, left = graded.with_fallbacks(
+            batch.passages,
+            lambda p: p.passage_id,
+            lambda p, why: _fallback_assignment(batch, p, why),
+            reason,
+        )
         return Salvaged(
-            value=TierBatchValue(
-                classifications=[
-                    graded.valid.get(p.passage_id)
-                    or _fallback_assignment(batch, p, graded.reason(p.passage_id, reason))
-                    for p in batch.passages
-                ]
-            ),
+            value=TierBatchValue(classifications=assignments),
             kept=graded.kept,
-            left=dataclasses.replace(
-                batch, passages=tuple(p for p in batch.passages if p.passage_id not in graded.valid)
-            ),
+            left=dataclasses.replace(batch, passages=left),
         )
 
     def cache_material(self, batch: TierBatch) -> Any:
