@@ -14,12 +14,15 @@ off, one call at a time), twice:
 - with ``--warm``, also warm: the cache is not cleared, so a query starts with the previous
   query's prompt cached and reuses its instructions (one batch of an extra query primes it);
 - with ``--compare-batch N``, also with reuse in batches of N, to show which size is faster
-  (reuse makes the shared prefix cheap, but every call also generates its own reply frame).
+  (reuse makes the shared prefix cheap, but every call also generates its own reply frame);
+- with ``--compare-draft``, also with reuse but without prompt-lookup drafts, to show what the
+  drafts save while the reply is written.
 
 Reported (medians over the queries): wall time per query, prompt tokens/s and generated
-tokens/s from llama.cpp's own counters, seconds per batch, first vs second batch of one query
-(prompt tokens evaluated and prompt-eval seconds), and the share of the job's wall time spent
-outside llama.cpp (preflight, validation, the audit log, threads). Figures go to
+tokens/s, seconds per batch, first vs second batch of one query (prompt tokens evaluated and
+prompt-eval seconds), the ceiling of the reuse speed-up for these calls (what it would be if
+every later call of a query evaluated no prompt at all), and the share of the job's wall time
+spent outside the model calls (preflight, validation, the audit log, threads). Figures go to
 docs/benchmarks.md, section ``qwen_speed``.
 """
 
@@ -129,6 +132,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="N",
         help="also tier each query with reuse in batches of N (e.g. the job's default 10)",
     )
+    parser.add_argument(
+        "--compare-draft",
+        action="store_true",
+        help="also tier each query with reuse but without prompt-lookup drafts",
+    )
     parser.add_argument("--threads", type=int, default=None, help="default: the judge's")
     parser.add_argument(
         "--warm",
@@ -148,10 +156,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     reuse.count_tokens("warm up")  # joins the weights if needed and loads the model
     load_s = time.perf_counter() - load_started
 
-    runs: dict[str, list[Run]] = {"reuse": [], "no reuse": [], "warm": [], "compare": []}
+    runs: dict[str, list[Run]] = {
+        "reuse": [],
+        "no reuse": [],
+        "warm": [],
+        "compare": [],
+        "no drafts": [],
+    }
     modes = [("reuse", reuse, args.batch), ("no reuse", fresh, args.batch)]
     if args.compare_batch:
         modes.append(("compare", reuse, args.compare_batch))
+    if args.compare_draft:
+        plain = QwenJudge(
+            options=QwenOptions(reuse_prefix=True, draft=False, n_threads=args.threads)
+        )
+        modes.append(("no drafts", plain, args.batch))
     with tempfile.TemporaryDirectory() as tmp:
         store_url = f"sqlite:///{Path(tmp) / 'bench.db'}"
         open_store(store_url).close()
@@ -213,6 +232,34 @@ def compare_rows(compare: Sequence[Run], wall_reuse: float, args: argparse.Names
     ]
 
 
+def draft_rows(plain: Sequence[Run], drafted: Sequence[Run], wall_reuse: float) -> list[str]:
+    """Rows of ``--compare-draft``: the same queries with reuse, without prompt-lookup drafts."""
+    if not plain:
+        return []
+    med = statistics.median
+    wall = med([r.wall_s for r in plain])
+    calls = [c for r in plain for c in r.calls]
+    with_drafts = [c for r in drafted for c in r.calls]
+    gen = rate([c.completion_tokens for c in calls], [c.generation_s for c in calls])
+    gen_drafts = rate(
+        [c.completion_tokens for c in with_drafts], [c.generation_s for c in with_drafts]
+    )
+    return [
+        f"| generated tokens/s with reuse, with / without drafts | {gen_drafts:.1f} / {gen:.1f} |",
+        f"| wall per query with reuse, without drafts (median) | {wall:.1f} s |",
+        f"| speed-up from drafts (both with reuse) | {wall / wall_reuse:.2f}× |",
+    ]
+
+
+def reuse_ceiling(fresh: Sequence[Run]) -> float:
+    """The reuse speed-up if every later call of a query evaluated no prompt at all: the first
+    call and every reply still cost what they cost without reuse."""
+    ratios = [
+        r.wall_s / (r.wall_s - sum(c.prompt_eval_s for c in r.calls[1:])) for r in fresh if r.calls
+    ]
+    return statistics.median(ratios)
+
+
 def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) -> str:
     med = statistics.median
     all_calls = [c for mode in runs.values() for r in mode for c in r.calls]
@@ -232,8 +279,10 @@ def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) 
         f"| llama.cpp threads; 1-min load average before / after | {args.threads}; "
         f"{args.load[0]:.1f} / {args.load[1]:.1f} |",
         f"| model load (join/verify + mmap), first call of the process | {load_s:.1f} s |",
-        f"| prompt tokens/s (llama.cpp counters, all calls) | {prompt_rate:.1f} |",
-        f"| generated tokens/s (all calls) | {gen_rate:.1f} |",
+        f"| prompt tokens/s (all calls) | {prompt_rate:.1f} |",
+        f"| generated tokens/s (all calls; decoding, sampling, grammar) | {gen_rate:.1f} |",
+        f"| draft tokens accepted / proposed (all calls) | "
+        f"{sum(c.accepted for c in all_calls)} / {sum(c.drafted for c in all_calls)} |",
         f"| median seconds per batch of {args.batch} (one call, reuse on) | "
         f"{med([c.wall_s for r in reuse for c in r.calls]):.1f} |",
         f"| median prompt / generated tokens per call | "
@@ -255,9 +304,12 @@ def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) 
         f"| wall per query, {args.passages} passages, with reuse (median) | {wall_reuse:.1f} s |",
         f"| wall per query without reuse (median) | {wall_fresh:.1f} s |",
         f"| speed-up from prefix reuse | {wall_fresh / wall_reuse:.2f}× |",
+        f"| ceiling of that speed-up: later calls evaluating no prompt at all (median) | "
+        f"{reuse_ceiling(fresh):.2f}× |",
         *warm_rows(runs["warm"], wall_fresh),
         *compare_rows(runs["compare"], wall_reuse, args),
-        f"| share of wall time outside llama.cpp (median, max) | "
+        *draft_rows(runs["no drafts"], reuse, wall_reuse),
+        f"| share of wall time outside the model calls (median, max) | "
         f"{100 * med(overhead):.2f} %, {100 * max(overhead):.2f} % |",
         f"| judge calls with / without reuse (re-asks included) | "
         f"{sum(r.judge_calls for r in reuse)} / {sum(r.judge_calls for r in fresh)} |",

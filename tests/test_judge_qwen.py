@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges import _weights, get_judge
+from evidex.judges._qwen_decode import MAX_DRAFT, lookup_draft
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
 from evidex.judging import JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest
@@ -193,6 +194,26 @@ def test_thread_count_comes_from_the_environment_or_the_machine(
     assert _default_threads() == len(os.sched_getaffinity(0))
 
 
+# --------------------------------------------------------------------------- prompt-lookup drafts
+
+
+def test_draft_continues_the_latest_earlier_occurrence_of_the_last_tokens() -> None:
+    # "1 2 3" occurred twice before; the later occurrence was followed by 7 8
+    tokens = [1, 2, 3, 4, 5, 9, 1, 2, 3, 7, 8, 9, 1, 2, 3]
+    assert lookup_draft(tokens) == [7, 8, 9, 1, 2]
+
+
+def test_draft_falls_back_to_a_bigram_but_never_to_one_token() -> None:
+    assert lookup_draft([5, 2, 3, 6, 9, 2, 3]) == [6, 9, 2, 3]  # the bigram 2 3 recurs
+    assert lookup_draft([5, 3, 6, 9, 4, 3]) == []  # only the single token 3 recurs
+    assert lookup_draft([1, 2]) == []
+
+
+def test_draft_is_capped() -> None:
+    tokens = [*range(20), 0, 1, 2]
+    assert lookup_draft(tokens) == list(range(3, 3 + MAX_DRAFT))
+
+
 # --------------------------------------------------------------------------- the real model
 
 
@@ -235,6 +256,45 @@ def test_tier_batch_reply_is_schema_valid_json(qwen: Any) -> None:
     assert all(i["tier"] in batch.scheme.names for i in items)
     assert all(list(i)[:2] == ["passage_id", "tier"] for i in items), "schema order kept"
     assert qwen.last_timing is not None and qwen.last_timing.completion_tokens > 0
+
+
+@pytest.mark.slow
+def test_prompt_uses_the_models_chat_template(qwen: Any) -> None:
+    loaded = qwen._model()
+    tokens = loaded.prompt_tokens(
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi?"}]
+    )
+    text = loaded.llama.detokenize(tokens, special=True).decode("utf-8")
+    assert text == (
+        "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi?<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+
+
+@pytest.mark.slow
+def test_drafts_do_not_change_a_greedy_reply(qwen: Any) -> None:
+    from evidex.judges._qwen import QwenJudge, QwenOptions
+
+    step, batch = TierStep(), TierBatch("How tall is the Eiffel Tower?", PASSAGES)
+    req = step.request(batch)
+    request = JudgeRequest(
+        job="tier",
+        step="tier",
+        messages=req.messages,
+        schema=req.schema,
+        payload=req.payload,
+        temperature=0.0,
+        max_tokens=req.max_tokens,
+    )
+    plain = QwenJudge(options=QwenOptions(draft=False))
+    without = _ask(plain, request)
+    assert plain.last_timing is not None and plain.last_timing.drafted == 0
+    with_drafts = _ask(qwen, request)
+    timing = qwen.last_timing
+    assert with_drafts == without
+    assert timing is not None and 0 < timing.accepted <= timing.drafted
+    # a repeated request finds its whole prompt cached but one token
+    assert timing.prompt_evaluated == 1
 
 
 @pytest.mark.slow

@@ -11,9 +11,11 @@ Why this shape:
   configuration, shared by every judge instance and guarded by a lock; calls run in a worker
   thread so the event loop stays free. ``max_concurrency = 1`` tells the harness not to queue
   calls that would only wait for the lock while their timeout runs.
-- The same ``Llama`` object keeps the KV cache of its previous prompt and re-evaluates only what
-  differs; the prompts put the system text and the query first, so the batches of one request
-  share that prefix and pay for it once.
+- The context keeps the KV cache of its previous prompt and re-evaluates only what differs; the
+  prompts put what requests share first, so the batches of one request pay for it once.
+- Replies are sampled by :class:`~evidex.judges._qwen_decode.ConstrainedDecoder` rather than
+  llama-cpp-python's generic loop: on a CPU, writing the reply is most of a call, and that
+  decoder checks the grammar lazily and verifies prompt-lookup drafts in batches.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import platformdirs
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
+from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
 from evidex.judging import Judge, JudgeReply, JudgeRequest
 from evidex.types import Usage
@@ -71,6 +74,9 @@ class QwenOptions(BaseModel):
     """Sampling seed, fixed so a run can be repeated."""
     reuse_prefix: bool = True
     """Keep the KV cache of the previous prompt (off only to measure what it saves)."""
+    draft: bool = True
+    """Prompt-lookup drafts while writing the reply (off only to measure what they save; the
+    reply is drawn from the same distribution either way)."""
     cache_dir: Path | None = None
     """Where the joined weights live; default: the user cache dir of evidex."""
 
@@ -85,14 +91,29 @@ class CallTiming:
     prompt_eval_s: float
     completion_tokens: int
     generation_s: float
+    """Writing the reply: evaluating tokens and drafts, sampling and grammar checks."""
     wall_s: float
-    """The whole call once the model lock was held, sampling and grammar included."""
+    """The whole call once the model lock was held, prompt formatting included."""
+    drafted: int = 0
+    """Prompt-lookup draft tokens proposed while writing the reply."""
+    accepted: int = 0
+    """Draft tokens that matched the sampled token and so cost no call of their own."""
 
 
 @dataclass
 class _Loaded:
     llama: Any
+    decoder: ConstrainedDecoder
+    chat: Any
+    """The model's own chat template (from the GGUF), as llama-cpp-python applies it."""
     lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
+        formatted = self.chat(messages=messages)
+        tokens: list[int] = self.llama.tokenize(
+            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
+        )
+        return tokens
 
 
 _MODELS: dict[tuple[str, int, int], _Loaded] = {}
@@ -106,6 +127,7 @@ def _close_models() -> None:
     with _MODELS_LOCK:
         for loaded in _MODELS.values():
             with contextlib.suppress(Exception):
+                loaded.decoder.close()
                 loaded.llama.close()
         _MODELS.clear()
 
@@ -186,14 +208,16 @@ class QwenJudge(Judge):
                     )
                 except (ValueError, RuntimeError, OSError) as exc:
                     raise ConfigError(f"llama.cpp could not load {path}: {exc}") from exc
-                loaded = _MODELS[key] = _Loaded(llama)
+                loaded = _MODELS[key] = _Loaded(
+                    llama, ConstrainedDecoder(llama, self._llama_cpp), _chat_template(llama)
+                )
             return loaded
 
     def reset_cache(self) -> None:
         """Forget the KV cache of the last prompt, so the next call evaluates its whole prompt."""
         loaded = self._model()
         with loaded.lock:
-            loaded.llama.reset()
+            loaded.decoder.reset()
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` by the model's own tokenizer (read-only: no lock needed)."""
@@ -219,52 +243,67 @@ class QwenJudge(Judge):
         with loaded.lock:
             if cancelled.is_set():
                 raise JudgeUnavailable("local:qwen call cancelled before it started")
-            llama = loaded.llama
-            if not self.options.reuse_prefix:
-                llama.reset()
-            self._llama_cpp.llama_perf_context_reset(llama.ctx)
             started = time.perf_counter()
+            if not self.options.reuse_prefix:
+                loaded.decoder.reset()
             try:
-                result = llama.create_chat_completion(
-                    messages=messages,
-                    grammar=grammar,
+                decoded = loaded.decoder.complete(
+                    loaded.prompt_tokens(messages),
+                    grammar,
                     temperature=request.temperature,
                     max_tokens=request.max_tokens,
                     seed=self.options.seed,
+                    draft=self.options.draft,
                 )
+            except ContextOverflow as exc:
+                raise JudgeUnavailable(f"local:qwen: {exc}") from exc
             except (ValueError, RuntimeError) as exc:
                 raise JudgeUnavailable(f"local:qwen failed: {exc}") from exc
             wall = time.perf_counter() - started
-            perf = self._llama_cpp.llama_perf_context(llama.ctx)
         self.busy_s += wall
-        usage = result.get("usage") or {}
         self.last_timing = CallTiming(
-            prompt_tokens=int(usage.get("prompt_tokens", 0)),
-            prompt_evaluated=int(perf.n_p_eval),
-            prompt_eval_s=perf.t_p_eval_ms / 1000,
-            completion_tokens=int(usage.get("completion_tokens", 0)),
-            generation_s=perf.t_eval_ms / 1000,
+            prompt_tokens=decoded.prompt_tokens,
+            prompt_evaluated=decoded.prompt_evaluated,
+            prompt_eval_s=decoded.prompt_eval_s,
+            completion_tokens=decoded.completion_tokens,
+            generation_s=decoded.generation_s,
             wall_s=wall,
+            drafted=decoded.drafted,
+            accepted=decoded.accepted,
         )
         if self.on_timing is not None:
             self.on_timing(self.last_timing)
-        choice = result["choices"][0]
-        if choice.get("finish_reason") == "length":
-            logger.info("local:qwen reply cut off at %d tokens", request.max_tokens)
+        if decoded.finish_reason == "length":
+            logger.info("local:qwen reply cut off at %d tokens", decoded.completion_tokens)
         return JudgeReply(
-            text=choice["message"].get("content") or "",
+            text=decoded.text,
             usage=Usage(
-                prompt_tokens=self.last_timing.prompt_tokens,
-                completion_tokens=self.last_timing.completion_tokens,
+                prompt_tokens=decoded.prompt_tokens, completion_tokens=decoded.completion_tokens
             ),
             model_version=self.model_version,
         )
 
 
 @functools.lru_cache(maxsize=64)
-def _grammar(llama_cpp: Any, schema_json: str) -> Any:
+def _grammar(llama_cpp: Any, schema_json: str) -> str:
     """The GBNF grammar of a reply schema; built once per distinct schema (batches repeat them)."""
-    return llama_cpp.LlamaGrammar.from_json_schema(schema_json, verbose=False)
+    grammar: str = llama_cpp.llama_grammar.json_schema_to_gbnf(schema_json)
+    return grammar
+
+
+def _chat_template(llama: Any) -> Any:
+    """The chat formatter llama-cpp-python builds from the GGUF's ``tokenizer.chat_template``."""
+    from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+    def token_text(token: int) -> str:
+        return "" if token == -1 else llama.detokenize([token], special=True).decode("utf-8")
+
+    return Jinja2ChatFormatter(
+        template=llama.metadata["tokenizer.chat_template"],
+        eos_token=token_text(llama.token_eos()),
+        bos_token=token_text(llama.token_bos()),
+        stop_token_ids=[llama.token_eos()],
+    )
 
 
 def _import_llama_cpp() -> Any:
