@@ -187,6 +187,31 @@ def test_claims_graded_validly_survive_a_fallback_of_their_batch(store: SqlStore
     assert [c["claim_id"] for c in item["payload"]["claims"]] == ["claim-1"]
 
 
+def test_one_pass_reply_with_bad_claims_keeps_the_segment_audited(store: SqlStore) -> None:
+    """The one-pass reply keeps misquoting two claims: the valid claim stays the judge's, the
+    two sentences are graded by the classification pass (the contradiction among them still
+    blocks), and nothing is left unaudited."""
+    wrong_year = supported(supporting_quotes=["Acme Corp was founded in 2013 by Jane Smith."])
+    last = reply(wrong_year, inferred(), supported(FREE, supporting_quotes=["Acme is free."]))
+    regraded = {"claims": [graded("skipped-1", supported()), graded("skipped-2", contradicted())]}
+    judge = ScriptedJudge([last, last, regraded])
+    result = _audit(judge, store)
+    assert [r.step for r in judge.requests] == ["audit", "audit", "audit.classify"]
+    asked = judge.requests[2].messages[-1].content
+    assert FOUNDED in asked and FREE in asked and CEO not in asked
+    assert [(c.claim_text, c.classification, c.source) for c in result.claims] == [
+        (FOUNDED, "fully_supported", "judge"),
+        (CEO, "inferred", "judge"),
+        (FREE, "unsupported", "judge"),
+    ]
+    assert result.unaudited == []
+    assert result.source == "fallback" and result.decision.decision == "block"
+    assert {r.code for r in result.decision.reasons} >= {"fallback", "contradicted"}
+    (row,) = [r for r in store.audit_rows(run_id=result.run_id) if r["status"] == "fallback"]
+    assert row["detail"]["kept"] == ["claim-1"]
+    assert len(result.review_item_ids) == 1
+
+
 def test_empty_context_makes_every_claim_unsupported(store: SqlStore) -> None:
     judge = ScriptedJudge([reply(supported()), reply(unsupported(FOUNDED))])
     result = _audit(judge, store, answer=FOUNDED, passages=[])

@@ -266,6 +266,27 @@ def test_classify_salvage_keeps_only_claims_that_pass_on_their_own() -> None:
     assert step.salvage(batch, {"claims": [*both, graded("claim-9", supported())]}, "x") is None
 
 
+def test_one_pass_salvage_keeps_valid_claims_and_returns_the_rest_as_sentences() -> None:
+    step = AuditStep()
+    wrong_year = supported(supporting_quotes=["Acme Corp was founded in 2013 by Jane Smith."])
+    last = {"claims": [wrong_year, inferred(), contradicted()]}
+    with pytest.raises(ReplyInvalid):
+        step.validate(BATCH, last)
+    salvaged = step.salvage(BATCH, last, "boom")
+    assert salvaged is not None and salvaged.kept == ("claim-1", "claim-2")
+    assert [(c.claim_text, c.source) for c in salvaged.value.claims] == [
+        (CEO, "judge"),
+        (FREE, "judge"),
+    ]
+    assert salvaged.value.claims[1].contradicted
+    # the founding sentence is no longer lost: it goes to the classification pass
+    assert [s.claim_text for s in salvaged.value.skipped] == [FOUNDED]
+    assert salvaged.left == BATCH  # the review item shows the whole segment
+    # nothing valid, or not a list of claims: no salvage
+    assert step.salvage(BATCH, {"claims": [wrong_year]}, "x") is None
+    assert step.salvage(BATCH, {"claims": "no"}, "x") is None
+
+
 def test_prompt_keeps_the_spec_placeholders_and_field_names() -> None:
     request = AuditStep().request(BATCH)
     text = "\n".join(m.content for m in request.messages)

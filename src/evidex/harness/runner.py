@@ -101,6 +101,9 @@ class Outcome(Generic[V]):
     usage: Usage = field(default_factory=Usage)
     review_item_id: int | None = None
     judge_calls: int = 0
+    kept: tuple[str, ...] = ()
+    """For a fallback: the items kept from the judge's last reply (see
+    :class:`~evidex.tasks.base.Salvaged`); empty when the whole batch took the fallback."""
 
     def source_of(self, item_source: Source) -> Source:
         """Where one item of the value came from. A fallback outcome may keep the valid items
@@ -446,6 +449,7 @@ class Harness:
             usage=usage,
             review_item_id=item_id,
             judge_calls=calls,
+            kept=kept,
         )
 
 

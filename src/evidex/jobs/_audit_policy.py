@@ -113,7 +113,8 @@ def decide(
                 "review",
                 _reason(
                     "fallback",
-                    "part of the answer got no valid grade (marked fallback); a person must check",
+                    "a judge reply stayed invalid after its retries (marked fallback); a person "
+                    "must check",
                 ),
             )
         )

@@ -639,7 +639,8 @@ def _unaudited(
             review_item_id=o.review_item_id,
         )
         for s, o in zip(segments, outcomes, strict=True)
-        if o.source == "fallback"
+        # a salvaged segment is covered: its kept claims, and the rest as skipped sentences
+        if o.source == "fallback" and not o.kept
     ]
 
 

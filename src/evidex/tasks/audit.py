@@ -413,42 +413,32 @@ class AuditStep(_GradingMixin):
         )
 
     def validate(self, batch: SegmentBatch, data: Any) -> ClaimsValue:
-        items = _claims_list(data)
-        errors: list[str] = []
-        claims: list[ClaimAudit] = []
-        located: list[tuple[int, int]] = []
-        cursor: dict[str, int] = {}
-        for index, item in enumerate(items):
-            label = f"claims[{index}]"
-            if not isinstance(item, dict):
-                errors.append(f"{label} is not an object")
-                continue
-            span, span_errors = _locate(batch.answer, item.get("claim_text"), label, cursor)
-            errors += span_errors
-            grading_errors = check_grading(label, item, batch.passages)
-            errors += grading_errors
-            if span is None or span_errors or grading_errors:
-                continue
-            located.append((span.start, span.end))
-            claims.append(
-                _graded(
-                    item,
-                    span.model_copy(
-                        update={
-                            "claim_id": f"claim-{len(claims) + 1}",
-                            "start": span.start + batch.offset,
-                            "end": span.end + batch.offset,
-                        }
-                    ),
-                    batch.passages,
-                )
-            )
+        claims, located, errors = _sort_found(batch, _claims_list(data))
         if errors:
             raise ReplyInvalid(errors)
         return ClaimsValue(
             claims=claims,
             warnings=_summary_warning(data, claims),
             skipped=_skipped(batch, located),
+        )
+
+    def salvage(
+        self, batch: SegmentBatch, data: Any, reason: str
+    ) -> Salvaged[SegmentBatch, ClaimsValue] | None:
+        """The claims of the last reply that are verbatim in the answer and graded validly stay
+        the judge's; the rest of the segment goes back to the job as sentences without a claim,
+        which the classification pass grades one by one (as for sentences a valid reply left
+        out), so the segment is not lost for one bad claim."""
+        try:
+            claims, located, errors = _sort_found(batch, _claims_list(data))
+        except ReplyInvalid:
+            return None
+        if not claims or not errors:
+            return None
+        return Salvaged(
+            value=ClaimsValue(claims=claims, skipped=_skipped(batch, located)),
+            kept=tuple(c.claim_id for c in claims),
+            left=batch,
         )
 
     def fallback(self, batch: SegmentBatch, reason: str) -> ClaimsValue:
@@ -641,6 +631,35 @@ class ClassifyStep(_GradingMixin):
 
 
 # ---------------------------------------------------------------------------------- checks
+
+
+def _sort_found(
+    batch: SegmentBatch, items: Sequence[Any]
+) -> tuple[list[ClaimAudit], list[tuple[int, int]], list[str]]:
+    """A one-pass reply sorted out: the claims found verbatim in the segment and graded validly
+    (offsets in the whole answer), where they sit in the segment, and every error."""
+    errors: list[str] = []
+    claims: list[ClaimAudit] = []
+    located: list[tuple[int, int]] = []
+    cursor: dict[str, int] = {}
+    for index, item in enumerate(items):
+        label = f"claims[{index}]"
+        if not isinstance(item, dict):
+            errors.append(f"{label} is not an object")
+            continue
+        span, span_errors = _locate(batch.answer, item.get("claim_text"), label, cursor)
+        grading_errors = check_grading(label, item, batch.passages)
+        errors += span_errors + grading_errors
+        if span is None or span_errors or grading_errors:
+            continue
+        located.append((span.start, span.end))
+        offsets = {
+            "claim_id": f"claim-{len(claims) + 1}",
+            "start": span.start + batch.offset,
+            "end": span.end + batch.offset,
+        }
+        claims.append(_graded(item, span.model_copy(update=offsets), batch.passages))
+    return claims, located, errors
 
 
 def _grade_claims(batch: ClaimBatch, data: Any) -> ItemGrades[ClaimAudit]:
