@@ -234,22 +234,23 @@ PASSAGES = (
 )
 
 
+def _greedy_tier_request(batch: TierBatch) -> JudgeRequest:
+    req = TierStep().request(batch)
+    return JudgeRequest(
+        job="tier",
+        step="tier",
+        messages=req.messages,
+        schema=req.schema,
+        payload=req.payload,
+        temperature=0.0,
+        max_tokens=req.max_tokens,
+    )
+
+
 @pytest.mark.slow
 def test_tier_batch_reply_is_schema_valid_json(qwen: Any) -> None:
-    step, batch = TierStep(), TierBatch("How tall is the Eiffel Tower?", PASSAGES)
-    req = step.request(batch)
-    text = _ask(
-        qwen,
-        JudgeRequest(
-            job="tier",
-            step="tier",
-            messages=req.messages,
-            schema=req.schema,
-            payload=req.payload,
-            temperature=0.0,
-            max_tokens=req.max_tokens,
-        ),
-    )
+    batch = TierBatch("How tall is the Eiffel Tower?", PASSAGES)
+    text = _ask(qwen, _greedy_tier_request(batch))
     data = json.loads(text)  # constrained decoding: plain json.loads must succeed
     items = data["classifications"]
     assert sorted(i["passage_id"] for i in items) == ["a1", "b2", "c3"]
@@ -275,17 +276,7 @@ def test_prompt_uses_the_models_chat_template(qwen: Any) -> None:
 def test_drafts_do_not_change_a_greedy_reply(qwen: Any) -> None:
     from evidex.judges._qwen import QwenJudge, QwenOptions
 
-    step, batch = TierStep(), TierBatch("How tall is the Eiffel Tower?", PASSAGES)
-    req = step.request(batch)
-    request = JudgeRequest(
-        job="tier",
-        step="tier",
-        messages=req.messages,
-        schema=req.schema,
-        payload=req.payload,
-        temperature=0.0,
-        max_tokens=req.max_tokens,
-    )
+    request = _greedy_tier_request(TierBatch("How tall is the Eiffel Tower?", PASSAGES))
     plain = QwenJudge(options=QwenOptions(draft=False))
     without = _ask(plain, request)
     assert plain.last_timing is not None and plain.last_timing.drafted == 0
