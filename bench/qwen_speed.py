@@ -321,7 +321,10 @@ def report(runs: dict[str, list[Run]], args: argparse.Namespace, load_s: float) 
         "shared with other work their ratio follows the load as much as the reuse (see the load "
         "averages above). The token counts are load-independent: the prompt-eval rows say what "
         "the reuse saves, and a re-ask re-evaluates only its appended note because its prompt "
-        "starts with the previous exchange."
+        "starts with the previous exchange. The ceiling row bounds what any prefix reuse can "
+        "give for these calls: the first call of a query and every reply cost the same with or "
+        "without it, so with two batches per query the speed-up stays below 2× however little "
+        "the later calls evaluate."
     )
     return "\n".join(rows) + note
 
