@@ -77,8 +77,8 @@ class ConstrainedDecoder:
         self._n_ctx = llama.n_ctx()
         self._n_batch = llama.n_batch
         self._batch = llama_cpp.llama_batch_init(self._n_batch, 0, 1)
-        self._one = (llama_cpp.llama_token_data * 1)()
-        self._all = (llama_cpp.llama_token_data * self._n_vocab)()
+        self._vocab_table = (llama_cpp.llama_token_data * self._n_vocab)()
+        """Scratch for the rare draw over the whole vocabulary (allocated once: 1.8 MB)."""
         self._cached: list[int] = []
         """Tokens whose KV entries are in the context, in position order."""
 
@@ -114,7 +114,9 @@ class ConstrainedDecoder:
         started = time.perf_counter()
         evaluated = self._evaluate_prompt(prompt)
         prompt_eval_s = time.perf_counter() - started
-        sampler = _Sampler(self._lib, self._vocab, grammar, temperature, seed)
+        sampler = _Sampler(
+            self._lib, self._ctx, self._vocab, self._vocab_table, grammar, temperature, seed
+        )
         try:
             reply, finish, drafted, accepted = self._generate(
                 prompt, sampler, max_tokens=max_tokens, draft=draft
@@ -152,7 +154,7 @@ class ConstrainedDecoder:
     ) -> tuple[list[int], str, int, int]:
         reply: list[int] = []
         drafted = accepted = 0
-        token = sampler.sample(self._ctx, -1, self._all)
+        token = sampler.sample(-1)
         while True:
             if self._lib.llama_vocab_is_eog(self._vocab, token):
                 return reply, "stop", drafted, accepted
@@ -166,7 +168,7 @@ class ConstrainedDecoder:
             self._decode([token, *proposal], all_logits=True)
             next_token = None
             for row, guess in enumerate(proposal):
-                drawn = sampler.sample(self._ctx, row, self._all)
+                drawn = sampler.sample(row)
                 if drawn != guess:
                     next_token = drawn
                     self._forget_from(len(self._cached) - len(proposal) + row)
@@ -177,11 +179,7 @@ class ConstrainedDecoder:
                 reply.append(drawn)
                 if len(reply) >= max_tokens:
                     return reply, "length", drafted, accepted
-            token = (
-                next_token
-                if next_token is not None
-                else sampler.sample(self._ctx, len(proposal), self._all)
-            )
+            token = next_token if next_token is not None else sampler.sample(len(proposal))
 
     def _decode(self, tokens: Sequence[int], *, all_logits: bool) -> None:
         """Evaluate ``tokens`` after the cached ones, in chunks of the batch size; logits for
@@ -217,8 +215,19 @@ class ConstrainedDecoder:
 class _Sampler:
     """The sampler chain of one reply (llama-cpp-python's defaults) and its grammar."""
 
-    def __init__(self, lib: Any, vocab: Any, grammar: str, temperature: float, seed: int) -> None:
+    def __init__(
+        self,
+        lib: Any,
+        ctx: Any,
+        vocab: Any,
+        vocab_table: Any,
+        grammar: str,
+        temperature: float,
+        seed: int,
+    ) -> None:
         self._lib = lib
+        self._ctx = ctx
+        self._vocab_table = vocab_table
         self.chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
         if temperature <= 0:
             self._add(lib.llama_sampler_init_greedy())
@@ -236,12 +245,12 @@ class _Sampler:
     def _add(self, sampler: Any) -> None:
         self._lib.llama_sampler_chain_add(self.chain, sampler)
 
-    def sample(self, ctx: Any, row: int, scratch: Any) -> int:
+    def sample(self, row: int) -> int:
         """Draw a token from the logits of output ``row``; the grammar then accepts it."""
         lib = self._lib
-        token = int(lib.llama_sampler_sample(self.chain, ctx, row))
+        token = int(lib.llama_sampler_sample(self.chain, self._ctx, row))
         if not self._allows(token):
-            token = self._resample(ctx, row, scratch)
+            token = self._resample(row)
         lib.llama_sampler_accept(self.grammar, token)
         return token
 
@@ -251,18 +260,19 @@ class _Sampler:
         self._lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
         return bool(one[0].logit != float("-inf"))
 
-    def _resample(self, ctx: Any, row: int, scratch: Any) -> int:
+    def _resample(self, row: int) -> int:
         """Mask the whole vocabulary by the grammar, then draw again."""
         lib = self._lib
-        n_vocab = len(scratch)
-        table = np.ctypeslib.as_array(scratch)  # a view: writes go to the ctypes array
+        n_vocab = len(self._vocab_table)
+        table = np.ctypeslib.as_array(self._vocab_table)  # a view of the ctypes array
         table["id"] = np.arange(n_vocab, dtype=np.int32)
-        table["logit"] = np.ctypeslib.as_array(lib.llama_get_logits_ith(ctx, row), (n_vocab,))
+        logits = lib.llama_get_logits_ith(self._ctx, row)
+        table["logit"] = np.ctypeslib.as_array(logits, (n_vocab,))
         table["p"] = 0.0
-        candidates = lib.llama_token_data_array(scratch, n_vocab, -1, False)
+        candidates = lib.llama_token_data_array(self._vocab_table, n_vocab, -1, False)
         lib.llama_sampler_apply(self.grammar, ctypes.byref(candidates))
         lib.llama_sampler_apply(self.chain, ctypes.byref(candidates))
-        return int(scratch[candidates.selected].id)
+        return int(self._vocab_table[candidates.selected].id)
 
     def close(self) -> None:
         if self.chain:
