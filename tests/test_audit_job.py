@@ -129,22 +129,46 @@ def test_passages_without_ids_are_numbered_and_metadata_is_carried(store: SqlSto
 
 
 def test_one_retry_with_stricter_reminder_then_fallback_to_review(store: SqlStore) -> None:
+    """The one-pass reply never validates: after one stricter retry the answer's sentences are
+    graded as claims one by one, and the answer goes to review."""
     bad = reply(supported("Acme was started in 2012."))
-    judge = ScriptedJudge([bad, "not json at all"])
+    by_sentence = {
+        "claims": [
+            graded("skipped-1", supported()),
+            graded("skipped-2", inferred()),
+            graded("skipped-3", unsupported(FREE)),
+        ]
+    }
+    judge = ScriptedJudge([bad, "not json at all", by_sentence])
     result = _audit(judge, store)
-    assert len(judge.requests) == 2  # max_attempts = 2: the first try and one retry
+    # max_attempts = 2: the first try and one retry, then the sentences' classification
+    assert [r.step for r in judge.requests] == ["audit", "audit", "audit.classify"]
     retry = judge.requests[1]
     assert retry.temperature == 0.0
     texts = [m.content for m in retry.messages]
     assert any("not verbatim in the answer" in t for t in texts)
     assert "Reply with exactly one JSON object that matches the schema" in texts[-1]
-    assert result.source == "fallback" and result.claims == []
+    assert [(c.claim_text, c.classification) for c in result.claims] == [
+        (FOUNDED, "fully_supported"),
+        (CEO, "inferred"),
+        (FREE, "unsupported"),
+    ]
+    assert result.source == "fallback" and result.unaudited == []
     assert result.decision.decision == "review"
     assert result.decision.reasons[0].code == "fallback"
-    assert result.unaudited[0].start == 0 and result.unaudited[0].end == len(ANSWER)
     (item,) = store.list_reviews(job="audit")
     assert result.review_item_ids == [item["id"]]
     assert item["payload"]["last_raw_output"] == "not json at all"
+
+
+def test_a_failed_segment_without_statements_is_reported_unaudited(store: SqlStore) -> None:
+    answer = "Which product do you mean? Tell me more!"
+    judge = ScriptedJudge(["not json", "still not json"])
+    result = _audit(judge, store, answer=answer)
+    assert len(judge.requests) == 2 and result.claims == []
+    (span,) = result.unaudited
+    assert (span.start, span.end) == (0, len(answer)) and "invalid JSON" in (span.reason or "")
+    assert result.decision.decision == "review"
 
 
 def test_retry_that_fixes_the_reply_is_accepted(store: SqlStore) -> None:

@@ -86,7 +86,9 @@ class AnswerInput(BaseModel):
 
 
 class UnauditedSpan(BaseModel):
-    """A part of the answer whose claims no judge reply could give: it went to review."""
+    """A part of the answer whose claims no judge reply could give and that has no statement
+    sentence to grade in their place (a segment's sentences otherwise become its claims): it
+    went to review."""
 
     start: int
     end: int
@@ -639,8 +641,8 @@ def _unaudited(
             review_item_id=o.review_item_id,
         )
         for s, o in zip(segments, outcomes, strict=True)
-        # a salvaged segment is covered: its kept claims, and the rest as skipped sentences
-        if o.source == "fallback" and not o.kept
+        # a segment is covered when the fallback kept claims or handed on sentences to grade
+        if o.source == "fallback" and not o.kept and not o.value.skipped
     ]
 
 

@@ -442,9 +442,10 @@ class AuditStep(_GradingMixin):
         )
 
     def fallback(self, batch: SegmentBatch, reason: str) -> ClaimsValue:
-        """No claim can be trusted from a reply that never validated: the segment stays
-        unaudited, and the job sends the answer to review."""
-        return ClaimsValue(claims=[])
+        """No claim can be trusted from a reply that never validated, so the segment's
+        statement sentences go back to the job as claims of their own, for the classification
+        pass to grade one by one; the job sends the answer to review."""
+        return ClaimsValue(claims=[], skipped=_skipped(batch, []))
 
     def cache_material(self, batch: SegmentBatch) -> Any:
         return {
@@ -515,7 +516,8 @@ class ExtractStep:
         return ExtractedValue(claims=spans, skipped=_skipped(batch, local))
 
     def fallback(self, batch: SegmentBatch, reason: str) -> ExtractedValue:
-        return ExtractedValue(claims=[])
+        """The judge could not list the claims: the segment's statement sentences stand in."""
+        return ExtractedValue(claims=[], skipped=_skipped(batch, []))
 
     def cache_material(self, batch: SegmentBatch) -> Any:
         return {
