@@ -11,7 +11,7 @@ import pytest
 
 import evidex
 from evidex.errors import JudgeUnavailable
-from evidex.harness.breaker import CircuitBreaker
+from evidex.limits import CircuitBreaker
 from evidex.harness.runner import Harness, HarnessSettings, RunContext
 from evidex.judging import JudgeRequest
 from evidex.store import SqlStore

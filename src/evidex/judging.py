@@ -9,16 +9,18 @@ Backends live in ``evidex.judges``; this module imports no SDK.
 from __future__ import annotations
 
 import abc
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from evidex._text import estimate_tokens
+from evidex.limits import JudgeGate
 from evidex.types import Usage
 
 __all__ = ["Judge", "JudgeReply", "JudgeRequest", "Message"]
 
-Job = Literal["tier", "rerank", "classify", "audit"]
+_GATE_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,34 @@ class Judge(abc.ABC):
     default_timeout_s: float = 120.0
     """How long one call may take when the caller sets no timeout (``HarnessSettings``). A model
     on the local CPU needs far longer than an API, and on a busy machine longer still."""
+    max_concurrency: int | None = None
+    """Calls this judge instance may have in flight at once, over every job and request that
+    uses it; None: the configured ``max_concurrency`` of the first run. An in-process model that
+    answers one call at a time says 1. Set it before the first run (``get_judge(...,
+    max_concurrency=8)``); later, resize :attr:`gate` instead."""
+    _gate: JudgeGate | None = None
 
     def __init__(self, judge_id: str) -> None:
         self.judge_id = judge_id
+
+    def open_gate(
+        self, *, default_limit: int, breaker_threshold: int = 5, breaker_cooldown_s: float = 30.0
+    ) -> JudgeGate:
+        """This instance's in-flight limit and circuit breaker, made on first use with the
+        first run's settings and shared by every later run (see :mod:`evidex.limits`)."""
+        with _GATE_LOCK:
+            if self._gate is None:
+                self._gate = JudgeGate(
+                    self.max_concurrency or default_limit,
+                    breaker_threshold=breaker_threshold,
+                    breaker_cooldown_s=breaker_cooldown_s,
+                )
+            return self._gate
+
+    @property
+    def gate(self) -> JudgeGate | None:
+        """The gate once a run has opened it (None before)."""
+        return self._gate
 
     @abc.abstractmethod
     async def complete(self, request: JudgeRequest) -> JudgeReply:

@@ -17,7 +17,6 @@ import asyncio
 import json
 import time
 import uuid
-import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
@@ -26,7 +25,6 @@ from pydantic import BaseModel
 
 from evidex._text import extract_json_object, sha256_hex, stable_json
 from evidex.errors import AttemptRecord, CircuitOpenError, JudgeUnavailable
-from evidex.harness.breaker import CircuitBreaker
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.metrics import metrics
 from evidex.harness.ports import ReviewRequest, StorePort
@@ -41,8 +39,6 @@ __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
-
-_BREAKERS: weakref.WeakKeyDictionary[Judge, CircuitBreaker] = weakref.WeakKeyDictionary()
 
 
 @dataclass(frozen=True)
@@ -112,7 +108,8 @@ class Outcome(Generic[V]):
 
 
 class Harness:
-    """Runs steps for one judge. Cheap to build; share one per judge for the breaker to help."""
+    """Runs steps for one judge. Cheap to build: the judge's in-flight limit and breaker live
+    on the judge instance (:meth:`Judge.open_gate`), so every harness over it shares them."""
 
     def __init__(
         self,
@@ -128,14 +125,12 @@ class Harness:
         self.hooks = hooks or Hooks()
         self.hooks.subscribe(store.append_audit, critical=True)
         self.hooks.subscribe(metrics().observe)
-        breaker = _BREAKERS.get(judge)
-        if breaker is None:
-            breaker = CircuitBreaker(
-                threshold=self.settings.breaker_threshold,
-                cooldown_s=self.settings.breaker_cooldown_s,
-            )
-            _BREAKERS[judge] = breaker
-        self.breaker = breaker
+        self.gate = judge.open_gate(
+            default_limit=self.settings.max_concurrency,
+            breaker_threshold=self.settings.breaker_threshold,
+            breaker_cooldown_s=self.settings.breaker_cooldown_s,
+        )
+        self.breaker = self.gate.breaker
 
     # ------------------------------------------------------------------ public API
 
@@ -189,14 +184,10 @@ class Harness:
         *,
         on_progress: Callable[[int, int], None] | None = None,
     ) -> list[Outcome[V]]:
-        """Run every batch with bounded concurrency; outcomes come back in input order."""
-        # A judge that serialises calls itself (one in-process model) says so with its own
-        # ``max_concurrency``; queueing more would only let their timeouts run while waiting.
-        limit = self.settings.max_concurrency
-        judge_limit = getattr(self.judge, "max_concurrency", None)
-        if isinstance(judge_limit, int) and judge_limit > 0:
-            limit = min(limit, judge_limit)
-        semaphore = asyncio.Semaphore(max(1, limit))
+        """Run every batch, at most ``settings.max_concurrency`` of this run at once (and never
+        more than the judge's own limit, shared with every other run on it); outcomes come back
+        in input order."""
+        semaphore = asyncio.Semaphore(max(1, self.settings.max_concurrency))
         done = 0
 
         async def one(index: int, batch: B) -> Outcome[V]:
@@ -249,23 +240,27 @@ class Harness:
                 max_tokens=request.max_tokens,
                 attempt=attempt,
             )
-            started = time.perf_counter()
+            timing = _Timing()
             try:
                 calls += 1
-                reply = await self._send(judge_request)
+                reply = await self._send(judge_request, timing)
             except CircuitOpenError as exc:
                 calls -= 1
                 reason = f"judge unavailable: {exc}"
                 attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
                 self.hooks.emit(
                     AuditRecord(
-                        **base, status="error", attempt=attempt, errors=[reason], cache_key=key
+                        **base,
+                        status="error",
+                        attempt=attempt,
+                        errors=[reason],
+                        cache_key=key,
+                        detail=timing.detail(),
                     )
                 )
                 break
             except JudgeUnavailable as exc:
                 reason = f"judge unavailable: {exc}"
-                latency = (time.perf_counter() - started) * 1000
                 attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
                 self.hooks.emit(
                     AuditRecord(
@@ -274,22 +269,23 @@ class Harness:
                         attempt=attempt,
                         temperature=temperature,
                         errors=[reason],
-                        latency_ms=latency,
+                        latency_ms=timing.latency_ms,
                         cache_key=key,
+                        detail=timing.detail(),
                     )
                 )
                 if attempt < step.max_attempts:
                     await asyncio.sleep(self._wait_before_retry(attempt, exc))
                 continue
 
-            latency = (time.perf_counter() - started) * 1000
             usage = usage + reply.usage
             row = dict(
                 base,
                 attempt=attempt,
                 temperature=temperature,
                 raw_output=reply.text,
-                latency_ms=latency,
+                latency_ms=timing.latency_ms,
+                detail=timing.detail(),
                 prompt_tokens=reply.usage.prompt_tokens,
                 completion_tokens=reply.usage.completion_tokens,
                 model_version=reply.model_version or base["model_version"],
@@ -347,25 +343,32 @@ class Harness:
             return backoff
         return max(backoff, min(exc.retry_after_s, self.settings.max_retry_after_s))
 
-    async def _send(self, request: JudgeRequest) -> JudgeReply:
-        if not self.breaker.allow():
-            raise CircuitOpenError(
-                f"circuit breaker open for {self.judge.judge_id} after "
-                f"{self.breaker.failures} consecutive failures"
-            )
-        timeout = self.settings.timeout_s or self.judge.default_timeout_s
-        try:
-            reply = await asyncio.wait_for(self.judge.complete(request), timeout=timeout)
-        except asyncio.TimeoutError as exc:
-            self.breaker.record_failure()
-            raise JudgeUnavailable(
-                f"{self.judge.judge_id} did not answer within {timeout:g}s"
-            ) from exc
-        except JudgeUnavailable:
-            self.breaker.record_failure()
-            raise
-        self.breaker.record_success()
-        return reply
+    async def _send(self, request: JudgeRequest, timing: _Timing) -> JudgeReply:
+        """One call through the judge's gate: wait for an in-flight slot (timed apart), then
+        the breaker, then the call under its timeout (the wait does not count against it)."""
+        async with self.gate.slot() as waited:
+            timing.queue_s = waited
+            if not self.breaker.allow():
+                raise CircuitOpenError(
+                    f"circuit breaker open for {self.judge.judge_id} after "
+                    f"{self.breaker.failures} consecutive failures"
+                )
+            timeout = self.settings.timeout_s or self.judge.default_timeout_s
+            started = time.perf_counter()
+            try:
+                reply = await asyncio.wait_for(self.judge.complete(request), timeout=timeout)
+            except asyncio.TimeoutError as exc:
+                self.breaker.record_failure()
+                raise JudgeUnavailable(
+                    f"{self.judge.judge_id} did not answer within {timeout:g}s"
+                ) from exc
+            except JudgeUnavailable:
+                self.breaker.record_failure()
+                raise
+            finally:
+                timing.call_s = time.perf_counter() - started
+            self.breaker.record_success()
+            return reply
 
     def _reask(
         self, step: Step[Any, Any], request: StepRequest, last: AttemptRecord, *, final: bool
@@ -451,6 +454,21 @@ class Harness:
             judge_calls=calls,
             kept=kept,
         )
+
+
+@dataclass
+class _Timing:
+    """Where the time of one attempt went: waiting for the judge's slot, and the call."""
+
+    queue_s: float = 0.0
+    call_s: float | None = None
+
+    @property
+    def latency_ms(self) -> float | None:
+        return None if self.call_s is None else self.call_s * 1000
+
+    def detail(self) -> dict[str, Any]:
+        return {"queue_ms": round(self.queue_s * 1000, 3)}
 
 
 def _salvage(step: Step[B, V], batch: B, raw: str | None, reason: str) -> Salvaged[B, V] | None:
