@@ -11,7 +11,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from evidex.errors import UnknownJudgeError
+from evidex.errors import ConfigError, UnknownJudgeError
 from evidex.judging import Judge
 
 __all__ = ["JUDGES", "get_judge", "register_judge"]
@@ -30,14 +30,29 @@ def register_judge(prefix: str, factory: str | Callable[..., Judge]) -> None:
 
 
 def get_judge(spec: str, **options: Any) -> Judge:
-    """Build a judge from its spec string. Unknown options are rejected by the backend."""
+    """Build a judge from its spec string. Unknown options are rejected by the backend.
+
+    ``max_concurrency`` is an option of every judge: how many calls the instance may have in
+    flight at once, over every job and request that uses it (see :mod:`evidex.limits`).
+    """
     spec = spec.strip()
+    limit = options.pop("max_concurrency", None)
+    if limit is not None:
+        try:
+            limit = int(limit)
+        except (TypeError, ValueError):
+            limit = 0
+        if limit < 1:
+            raise ConfigError(f"max_concurrency must be a whole number of at least 1: {spec}")
     target = JUDGES.get(spec) or JUDGES.get(spec.split(":", 1)[0])
     if target is None or (spec.split(":", 1)[0] == "openai" and ":" not in spec):
         known = ", ".join(sorted(k if ":" in k else f"{k}:MODEL" for k in JUDGES))
         raise UnknownJudgeError(f"unknown judge {spec!r}; known judges: {known}")
     factory = _load(target) if isinstance(target, str) else target
-    return factory(spec, **options)
+    judge = factory(spec, **options)
+    if limit is not None:
+        judge.max_concurrency = limit
+    return judge
 
 
 def _load(target: str) -> Callable[..., Judge]:
