@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from evidex.tasks._spans import find_span, segment_text
 from evidex.tasks.audit import (
     AuditStep,
     AuditSummary,
@@ -18,6 +17,7 @@ from evidex.tasks.audit import (
     SegmentBatch,
 )
 from evidex.tasks.base import ReplyInvalid
+from evidex.tasks.spans import find_span, segment_text
 from tests.audit_fixtures import (
     ANSWER,
     CEO,

@@ -40,11 +40,12 @@ from evidex.jobs.select import SelectedContext, select_context
 from evidex.jobs.tier import TierResult, atier, tier
 from evidex.judges import get_judge
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
+from evidex.loaders import load_classify_examples, load_examples
 from evidex.store import SqlStore, open_store
 from evidex.tasks.audit import AuditSummary, ClaimAudit
-from evidex.tasks.classify import ClassifyExample, Evidence, LabelAssignment, load_classify_examples
+from evidex.tasks.classify import ClassifyExample, Evidence, LabelAssignment
 from evidex.tasks.rerank import RankedPassage
-from evidex.tasks.tier import TierAssignment, TierExample, load_examples
+from evidex.tasks.tier import TierAssignment, TierExample
 from evidex.taxonomy import LabelDefinition, Taxonomy
 from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, TierDefinition, TierScheme, Usage
 

@@ -38,7 +38,7 @@ from evidex.errors import InputError, UsageError
 from evidex.jobs._common import run_sync
 from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
 from evidex.jobs.consistency import consistency_check
-from evidex.tasks.classify import load_classify_examples
+from evidex.loaders import load_classify_examples
 from evidex.taxonomy import Taxonomy
 from evidex.types import Passage, RiskLevel
 

@@ -30,8 +30,9 @@ from evidex.errors import ConfigError, InputError
 from evidex.jobs._common import run_sync
 from evidex.jobs.select import select_context
 from evidex.jobs.tier import DEFAULT_BATCH, TierResult, tier
+from evidex.loaders import load_examples
 from evidex.store import SqlStore
-from evidex.tasks.tier import TierExample, load_examples
+from evidex.tasks.tier import TierExample
 from evidex.types import Passage, RiskLevel, TierScheme
 
 __all__ = ["Policy", "run_tier", "tier_command"]

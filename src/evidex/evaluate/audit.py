@@ -57,8 +57,8 @@ from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs.audit import aaudit
 from evidex.judging import Judge
-from evidex.tasks._spans import find_span
 from evidex.tasks.audit import CLASSIFY_TEMPLATE, EXTRACT_TEMPLATE, ONE_PASS_TEMPLATE
+from evidex.tasks.spans import find_span
 
 __all__ = ["MIN_OVERLAP", "AuditEvaluator", "claim_overlaps", "to_three"]
 

@@ -10,10 +10,8 @@ import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-import yaml
 from pydantic import BaseModel
 
 from evidex._text import sha256_hex
@@ -28,7 +26,6 @@ __all__ = [
     "Step",
     "StepRequest",
     "passages_json",
-    "read_records",
 ]
 
 _PLACEHOLDER = re.compile(r"\[([A-Z_]+)\]")
@@ -213,21 +210,3 @@ def passages_json(items: Sequence[Mapping[str, Any]]) -> str:
     """Passages as a JSON array: an unambiguous data block the prompt tells the judge not to
     obey."""
     return json.dumps(list(items), ensure_ascii=False, indent=1)
-
-
-def read_records(path: Path) -> list[Any]:
-    """The records of a few-shot examples file: a JSON or YAML list, or JSONL (one a line).
-
-    Raises ``OSError``, ``ValueError`` or ``yaml.YAMLError``; the caller words the error for
-    its own kind of file.
-    """
-    raw = path.read_text(encoding="utf-8")
-    if path.suffix == ".jsonl":
-        data: Any = [json.loads(line) for line in raw.splitlines() if line.strip()]
-    elif path.suffix == ".json":
-        data = json.loads(raw)
-    else:
-        data = yaml.safe_load(raw)
-    if not isinstance(data, list):
-        raise ValueError("expected a list of examples")
-    return data

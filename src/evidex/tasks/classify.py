@@ -12,21 +12,17 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex._text import contains_verbatim, quote_mismatch
-from evidex.errors import InputError
 from evidex.tasks.base import (
     BatchInfo,
     PromptTemplate,
     ReplyInvalid,
     StepRequest,
     passages_json,
-    read_records,
 )
 from evidex.taxonomy import Taxonomy
 from evidex.types import Passage, RiskLevel, Source
@@ -39,7 +35,6 @@ __all__ = [
     "ClassifyValue",
     "Evidence",
     "LabelAssignment",
-    "load_classify_examples",
     "reply_schema",
 ]
 
@@ -159,15 +154,6 @@ class ClassifyExample(BaseModel):
     input: str
     passages: list[ExamplePassage]
     output: Answer
-
-
-def load_classify_examples(path: str | Path) -> tuple[ClassifyExample, ...]:
-    """Few-shot examples from a JSON/YAML list or a JSONL file (one example a line)."""
-    path = Path(path)
-    try:
-        return tuple(ClassifyExample.model_validate(item) for item in read_records(path))
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise InputError(f"cannot read classify examples: {exc}", where=str(path)) from exc
 
 
 @dataclass(frozen=True)

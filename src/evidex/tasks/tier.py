@@ -12,14 +12,11 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex._text import contains_verbatim, quote_mismatch
-from evidex.errors import ConfigError
 from evidex.tasks.base import (
     BatchInfo,
     ItemGrades,
@@ -28,7 +25,6 @@ from evidex.tasks.base import (
     Salvaged,
     StepRequest,
     passages_json,
-    read_records,
 )
 from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, Source, TierScheme
 
@@ -39,7 +35,6 @@ __all__ = [
     "TierBatchValue",
     "TierExample",
     "TierStep",
-    "load_examples",
 ]
 
 TIER_TEMPLATE = PromptTemplate(
@@ -140,15 +135,6 @@ DEFAULT_EXAMPLES: tuple[TierExample, ...] = (
         key_evidence_snippet=None,
     ),
 )
-
-
-def load_examples(path: str | Path) -> tuple[TierExample, ...]:
-    """Few-shot examples from a JSON/YAML list or a JSONL file."""
-    path = Path(path)
-    try:
-        return tuple(TierExample.model_validate(item) for item in read_records(path))
-    except (OSError, ValueError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: cannot read tier examples: {exc}") from exc
 
 
 class TierAssignment(BaseModel):
