@@ -8,14 +8,47 @@ with a recorded event, never dropped silently.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
 
 from evidex._text import normalize_ws
 from evidex.errors import InputError
-from evidex.types import Event, Passage
+from evidex.types import Event, Passage, PassageLike
 
-__all__ = ["Prepared", "drop_to_budget", "prepare_passages", "rank_order", "truncate_to_tokens"]
+__all__ = ["Prepared", "coerce_passages", "prepare_passages", "truncate_to_tokens"]
+
+
+def coerce_passages(
+    items: Iterable[PassageLike], *, noun: str = "passage", where: str | None = None
+) -> list[Passage]:
+    """Passages as callers have them, for every job: :class:`Passage` objects, plain strings,
+    or mappings (``id``, ``pid`` and ``docid`` are accepted for ``passage_id``). A passage
+    without an id gets ``passage-N`` by its position (1-based). A malformed one is an input
+    error naming it by position (``noun`` N) and saying why."""
+    out: list[Passage] = []
+    for number, item in enumerate(items, 1):
+        if isinstance(item, Passage):
+            out.append(item)
+            continue
+        data: dict[str, Any] = {"text": item} if isinstance(item, str) else dict(item)
+        if not any(k in data for k in ("passage_id", "id", "pid", "docid")):
+            data["passage_id"] = f"passage-{number}"
+        try:
+            out.append(Passage.model_validate(data))
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or noun}: {e['msg'].removeprefix('Value error, ')}"
+                for e in exc.errors()
+            )
+            raise InputError(
+                f"{noun} {number} is not a valid passage: {problems}", where=where
+            ) from exc
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"{noun} {number} is not a valid passage: {exc}", where=where) from exc
+    return out
 
 
 @dataclass
@@ -103,55 +136,3 @@ def truncate_to_tokens(text: str, limit: int, count_tokens: Callable[[str], int]
     cut = text[:lo]
     space = cut.rfind(" ")
     return cut[:space] if space > len(cut) // 2 else cut
-
-
-def rank_order(passages: Sequence[Passage]) -> list[Passage]:
-    """Best first: by the given ``rank`` (lower is better), else by input order."""
-    indexed = list(enumerate(passages))
-    indexed.sort(key=lambda pair: (pair[1].rank is None, pair[1].rank or 0, pair[0]))
-    return [p for _, p in indexed]
-
-
-def drop_to_budget(
-    passages: Sequence[Passage],
-    *,
-    prompt_tokens: Callable[[Sequence[Passage]], int],
-    budget: int,
-) -> tuple[list[Passage], list[Event]]:
-    """Keep the best-ranked passages whose assembled prompt fits ``budget`` tokens.
-
-    ``prompt_tokens`` counts the whole prompt for a set of passages (in input order), so the
-    check covers the real assembled text. The lowest-ranked passages go first (see
-    :func:`rank_order`); every drop is recorded in one ``dropped_over_budget`` event. Raises
-    ``InputError`` when not even the best passage fits.
-    """
-    position = {p.passage_id: i for i, p in enumerate(passages)}
-    ranked = rank_order(passages)
-    kept = list(ranked)
-    total = prompt_tokens(passages)
-    first_total = total
-    while total > budget and kept:
-        kept.pop()
-        if kept:
-            total = prompt_tokens(sorted(kept, key=lambda p: position[p.passage_id]))
-    if not kept:
-        raise InputError(
-            f"the prompt needs {first_total} tokens with every passage and does not fit the "
-            f"budget of {budget} even with the best-ranked passage alone; shorten the input or "
-            "the passages, or use a judge with a larger context window"
-        )
-    dropped = [p.passage_id for p in ranked[len(kept) :]]
-    events = []
-    if dropped:
-        events.append(
-            Event(
-                kind="dropped_over_budget",
-                detail=f"the assembled prompt needs {first_total} tokens, over the budget of "
-                f"{budget}; the {len(dropped)} lowest-ranked passage(s) were left out and the "
-                f"prompt now needs {total}",
-                passage_ids=dropped,
-                data={"tokens": first_total, "budget": budget, "kept_tokens": total},
-            )
-        )
-    kept.sort(key=lambda p: position[p.passage_id])
-    return kept, events

@@ -21,6 +21,7 @@ __all__ = [
     "DEFAULT_TIERS",
     "Event",
     "Passage",
+    "PassageLike",
     "RiskLevel",
     "Source",
     "TierDefinition",
@@ -73,6 +74,10 @@ class Passage(BaseModel):
         if not value.strip():
             raise ValueError("text must not be empty")
         return value
+
+
+PassageLike = Passage | str | Mapping[str, Any]
+"""What a job accepts as a passage: a :class:`Passage`, its text alone, or a mapping."""
 
 
 class Usage(BaseModel):

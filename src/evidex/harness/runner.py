@@ -9,6 +9,7 @@ passages, audit claims) keeps the items of the last reply that passed their chec
 rest take the fallback and go to review. Every exchange emits an :class:`AuditRecord`.
 
 For many batches (:meth:`Harness.map`): bounded concurrency, results in input order, progress.
+For a whole job (:meth:`Harness.run`, :meth:`Harness.run_many`): see :mod:`evidex.harness.job`.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
 from evidex._text import extract_json_object, sha256_hex, stable_json
-from evidex.errors import AttemptRecord, CircuitOpenError, JudgeUnavailable
+from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
 from evidex.harness.events import AuditRecord, Hooks
+from evidex.harness.job import JobSpec, Plan, Progress, run_many_planned, run_planned
 from evidex.harness.metrics import metrics
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
@@ -39,6 +41,8 @@ __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
+D = TypeVar("D")
+Out = TypeVar("Out")
 
 
 @dataclass(frozen=True)
@@ -133,6 +137,33 @@ class Harness:
         self.breaker = self.gate.breaker
 
     # ------------------------------------------------------------------ public API
+
+    async def run(
+        self, spec: JobSpec[Any, D, Out], item: Any, *, on_progress: Progress | None = None
+    ) -> Out:
+        """Run one input of a job: plan (preflight), stages, merge, review routing."""
+        return await run_planned(self, spec, spec.plan(item, self.judge), on_progress)
+
+    async def run_many(
+        self,
+        spec: JobSpec[Any, D, Out],
+        items: Iterable[Any],
+        *,
+        on_progress: Progress | None = None,
+    ) -> list[Out]:
+        """Run many inputs of a job; results in input order. Every input is planned before the
+        first judge call, so bad input anywhere stops the batch early, naming the input."""
+        plans: list[Plan[D]] = []
+        for index, item in enumerate(items, 1):
+            try:
+                plans.append(spec.plan(item, self.judge))
+            except InputError as exc:
+                if exc.where is not None:
+                    raise
+                raise InputError(str(exc), where=f"input {index}") from exc
+        if not plans:
+            raise InputError(f"no inputs given to the {spec.job} job")
+        return await run_many_planned(self, spec, plans, on_progress)
 
     def cache_key(self, step: Step[B, V], batch: B) -> str:
         material = {

@@ -1,17 +1,29 @@
-"""Plumbing shared by the job entry points: resolving judges and stores, running sync."""
+"""How every job is called: the keywords all four share, the harness they get, the sync twin.
+
+Each job has one async entry point (``atier``...) and one batch form (``atier_many``...); the
+sync API is made from them by :func:`sync_of`, which keeps the signature, types and docstring,
+so nothing is written twice.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Coroutine
-from typing import Any, TypeVar
+import functools
+from collections.abc import Callable, Coroutine, Mapping
+from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from evidex.errors import ConfigError
+from evidex.harness.events import Hooks, Subscriber
+from evidex.harness.job import Progress
 from evidex.harness.ports import StorePort
+from evidex.harness.runner import Harness, HarnessSettings
 from evidex.judging import Judge
 
+__all__ = ["RunOptions", "harness_for", "resolve_judge", "resolve_store", "run_sync", "sync_of"]
+
 T = TypeVar("T")
+P = ParamSpec("P")
 
 DEFAULT_JUDGES = {
     "tier": "local:minilm",
@@ -19,6 +31,31 @@ DEFAULT_JUDGES = {
     "classify": "local:qwen",
     "audit": "local:qwen",
 }
+
+
+class RunOptions(TypedDict, total=False):
+    """The keywords every job takes, whatever its own options.
+
+    ``judge``: a :class:`~evidex.judging.Judge`, a spec string, or None for the job's configured
+    judge. ``store``: where the audit log, cache and review queue live (a store, a URL such as
+    ``sqlite://`` for memory only, or None for ``EVIDEX_DB`` / the user data dir). ``settings``:
+    timeouts, concurrency, cache use. ``hooks``: a bus whose subscribers see every audit record
+    of the run. ``on_progress``: ``(done, total)`` as the job advances.
+    """
+
+    judge: Judge | str | None
+    store: StorePort | str | None
+    settings: HarnessSettings | None
+    hooks: Hooks | None
+    on_progress: Progress | None
+
+
+RUN_KEYS = frozenset(RunOptions.__annotations__)
+
+
+def job_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    """The job's own options out of all the keywords of a call."""
+    return {k: v for k, v in options.items() if k not in RUN_KEYS}
 
 
 def resolve_judge(judge: Judge | str | None, job: str, **options: Any) -> Judge:
@@ -49,6 +86,30 @@ def resolve_store(store: StorePort | str | None) -> StorePort:
     return store
 
 
+def harness_for(
+    job: str,
+    options: RunOptions,
+    *,
+    judge: Judge | None = None,
+    subscribers: tuple[Subscriber, ...] = (),
+) -> Harness:
+    """The harness of one call: its judge (``judge`` overrides the resolved one, e.g. a
+    wrapper), its store, settings, and a fresh hook bus that forwards to the caller's hooks (so
+    a caller's bus is never subscribed to twice)."""
+    bus = Hooks()
+    for subscriber in subscribers:
+        bus.subscribe(subscriber)
+    given = options.get("hooks")
+    if given is not None:
+        bus.subscribe(given.emit)
+    return Harness(
+        judge or resolve_judge(options.get("judge"), job),
+        resolve_store(options.get("store")),
+        settings=options.get("settings"),
+        hooks=bus,
+    )
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine from sync code, also when the caller already runs an event loop
     (a notebook): then it runs in a worker thread with its own loop."""
@@ -58,3 +119,16 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coro).result()
+
+
+def sync_of(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
+    """The sync twin of an async entry point: same parameters, types and docstring."""
+
+    @functools.wraps(fn)
+    def sync(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(fn(*args, **kwargs))
+
+    name = fn.__name__.removeprefix("a")
+    sync.__name__ = name
+    sync.__qualname__ = fn.__qualname__.removesuffix(fn.__name__) + name
+    return sync

@@ -33,7 +33,8 @@ from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.harness.runner import Harness, HarnessSettings, Outcome, RunContext
 from evidex.jobs._common import resolve_judge, resolve_store, run_sync
 from evidex.judging import Judge
-from evidex.preflight import drop_to_budget, prepare_passages
+from evidex.harness.budget import drop_to_budget
+from evidex.preflight import prepare_passages
 from evidex.tasks.classify import (
     ClassifyBatch,
     ClassifyExample,

@@ -1,22 +1,28 @@
-"""The tier job end to end: preflight → batches → harness → merge → routing.
+"""The tier job: each passage in one relevance tier, with a justification and a snippet.
 
-``tier()`` is the library call behind ``evidex tier`` and ``POST /tier``.
+``atier()`` / ``tier()`` are the library calls behind ``evidex tier`` and ``POST /tier``;
+``atier_many()`` / ``tier_many()`` grade many queries. The job is a :class:`TierSpec` that the
+harness runs: preflight (duplicates merged, passages cut to the judge's budget), batches of
+``batch_size`` through the tier step, merge by passage id, and at high risk a sample of the
+top-tier grades routed to a person.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypedDict
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from evidex._text import sha256_hex
 from evidex.errors import InputError
-from evidex.harness.ports import ReviewRequest, StorePort
-from evidex.harness.runner import Harness, HarnessSettings, RunContext
-from evidex.jobs._common import resolve_judge, resolve_store, run_sync
+from evidex.harness.budget import passage_limit
+from evidex.harness.job import JobRun, Plan, Routed
+from evidex.harness.ports import ReviewRequest
+from evidex.harness.routing import sampled
+from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import prepare_passages
+from evidex.preflight import Prepared, coerce_passages, prepare_passages
 from evidex.tasks.tier import (
     DEFAULT_EXAMPLES,
     TierAssignment,
@@ -24,16 +30,67 @@ from evidex.tasks.tier import (
     TierExample,
     TierStep,
 )
-from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, TierScheme, Usage
+from evidex.types import (
+    DEFAULT_TIERS,
+    Event,
+    Passage,
+    PassageLike,
+    RiskLevel,
+    TierScheme,
+    Usage,
+)
 
-__all__ = ["TierResult", "atier", "tier"]
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+__all__ = [
+    "TierInput",
+    "TierOptions",
+    "TierResult",
+    "TierSpec",
+    "atier",
+    "atier_many",
+    "tier",
+    "tier_many",
+]
 
 MIN_BATCH, MAX_BATCH, DEFAULT_BATCH = 5, 15, 10
+
+
+class TierOptions(TypedDict, total=False):
+    """The tier job's own options, shared by the library, the CLI and the service.
+
+    ``tiers``: your tier scheme (default: the spec's four tiers); ``examples``: few-shot
+    examples (default: built-in ones for the default tiers, none for custom tiers); ``risk``:
+    low, medium or high; ``batch_size``: passages per judge call (5-15, default 10);
+    ``review_sample_rate``: at high risk, the share of top-tier grades sampled into review.
+    """
+
+    tiers: TierScheme | None
+    examples: Sequence[TierExample] | None
+    risk: RiskLevel | str
+    batch_size: int
+    review_sample_rate: float
+
+
+class TierCall(TierOptions, RunOptions, total=False):
+    """Every keyword of a tier call."""
+
+
+class TierInput(BaseModel):
+    """One query with its retrieved passages (the batch form's item)."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    query: str
+    passages: list[Any]
+    id: str | None = None
 
 
 class TierResult(BaseModel):
     """Every input passage exactly once, in input order, with its tier and provenance."""
 
+    id: str | None = None
     query: str
     classifications: list[TierAssignment]
     tier_summary: dict[str, int]
@@ -58,171 +115,166 @@ class TierResult(BaseModel):
 
     def report(self) -> dict[str, Any]:
         """The spec's output schema plus provenance, for JSON output (no passage texts)."""
-        return self.model_dump(mode="json", exclude={"passages", "scheme"})
-
-
-def tier(
-    query: str,
-    passages: Iterable[Passage | dict[str, Any]],
-    *,
-    judge: Judge | str | None = None,
-    store: StorePort | str | None = None,
-    tiers: TierScheme | None = None,
-    examples: Sequence[TierExample] | None = None,
-    risk: RiskLevel | str = RiskLevel.LOW,
-    batch_size: int = DEFAULT_BATCH,
-    review_sample_rate: float = 1.0,
-    settings: HarnessSettings | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> TierResult:
-    """Assign each passage one relevance tier. See :func:`atier`."""
-    return run_sync(
-        atier(
-            query,
-            passages,
-            judge=judge,
-            store=store,
-            tiers=tiers,
-            examples=examples,
-            risk=risk,
-            batch_size=batch_size,
-            review_sample_rate=review_sample_rate,
-            settings=settings,
-            on_progress=on_progress,
+        return self.model_dump(mode="json", exclude={"passages", "scheme", "id"}) | (
+            {"id": self.id} if self.id is not None else {}
         )
-    )
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    items: list[Passage]
+    prepared: Prepared
+
+
+@dataclass(frozen=True)
+class TierSpec:
+    """The tier job as the harness runs it."""
+
+    scheme: TierScheme = DEFAULT_TIERS
+    examples: tuple[TierExample, ...] = ()
+    risk: RiskLevel = RiskLevel.LOW
+    batch_size: int = DEFAULT_BATCH
+    review_sample_rate: float = 1.0
+    job: str = "tier"
+
+    @classmethod
+    def of(cls, options: TierOptions | Mapping[str, Any]) -> TierSpec:
+        """The spec for these options; bad values are an :class:`InputError` naming them."""
+        batch_size = options.get("batch_size", DEFAULT_BATCH)
+        if not MIN_BATCH <= batch_size <= MAX_BATCH:
+            raise InputError(
+                f"batch_size must be between {MIN_BATCH} and {MAX_BATCH}, got {batch_size}"
+            )
+        rate = options.get("review_sample_rate", 1.0)
+        if not 0.0 <= rate <= 1.0:
+            raise InputError(f"review_sample_rate must be within [0, 1], got {rate}")
+        scheme = options.get("tiers") or DEFAULT_TIERS
+        examples = options.get("examples")
+        if examples is None:
+            examples = DEFAULT_EXAMPLES if scheme == DEFAULT_TIERS else ()
+        return cls(
+            scheme=scheme,
+            examples=tuple(examples),
+            risk=RiskLevel(options.get("risk", RiskLevel.LOW)),
+            batch_size=batch_size,
+            review_sample_rate=rate,
+        )
+
+    def batch(self, query: str, passages: Sequence[Passage]) -> TierBatch:
+        return TierBatch(query, tuple(passages), self.scheme, self.examples, self.risk)
+
+    def plan(self, item: TierInput, judge: Judge) -> Plan[_Prepared]:
+        query = item.query
+        if not query or not query.strip():
+            raise InputError("the query is empty")
+        items = coerce_passages(item.passages)
+        fixed = "".join(m.content for m in TierStep().request(self.batch(query, ())).messages)
+        prepared = prepare_passages(
+            items,
+            count_tokens=judge.count_tokens,
+            max_passage_tokens=passage_limit(judge, fixed, self.batch_size),
+        )
+        return Plan(
+            query=query,
+            data=_Prepared(items, prepared),
+            risk=self.risk.value,
+            events=tuple(prepared.events),
+            id=item.id,
+        )
+
+    async def execute(self, plan: Plan[_Prepared], run: JobRun) -> TierResult:
+        passages = plan.data.prepared.passages
+        size = self.batch_size
+        batches = [
+            self.batch(plan.query, passages[i : i + size]) for i in range(0, len(passages), size)
+        ]
+        outcomes = await run.map(TierStep(), batches)
+        by_id: dict[str, TierAssignment] = {}
+        for outcome in outcomes:
+            for a in outcome.value.classifications:
+                by_id[a.passage_id] = a.model_copy(update={"source": outcome.source_of(a.source)})
+            for warning in outcome.value.warnings:
+                run.note(warning)
+        for dup, original in plan.data.prepared.duplicates.items():
+            by_id[dup] = by_id[original].model_copy(
+                update={"passage_id": dup, "duplicate_of": original}
+            )
+        ordered = [by_id[p.passage_id] for p in plan.data.items]
+        return TierResult(
+            id=plan.id,
+            query=plan.query,
+            classifications=ordered,
+            tier_summary=self.scheme.summary(a.tier for a in ordered),
+            scheme=self.scheme,
+            passages=plan.data.items,
+            events=[*plan.events, *run.events],
+            judge_id=run.judge.judge_id,
+            prompt_version=TierStep.template.version,
+            run_id=run.ctx.run_id,
+        )
+
+    def reviews(
+        self, plan: Plan[_Prepared], result: TierResult, run: JobRun
+    ) -> list[ReviewRequest]:
+        """High risk: a person confirms sampled top-tier grades (the spec's review gate)."""
+        if self.risk is not RiskLevel.HIGH:
+            return []
+        top = self.scheme.top
+        return [
+            ReviewRequest(
+                job="tier",
+                reason=f"high risk: {top} grade needs human confirmation",
+                run_id=run.ctx.run_id,
+                risk=run.ctx.risk,
+                passage_ids=[a.passage_id],
+                payload={"query": plan.query, "assignment": a.model_dump(mode="json")},
+            )
+            for a in result.classifications
+            if a.tier == top
+            and a.source != "fallback"
+            and not a.duplicate_of
+            and sampled(run.ctx.run_id, a.passage_id, self.review_sample_rate)
+        ]
+
+    def finish(
+        self, plan: Plan[_Prepared], result: TierResult, run: JobRun, routed: Sequence[Routed]
+    ) -> TierResult:
+        return result.model_copy(
+            update={
+                "review_item_ids": run.fallback_review_ids + [r.item_id for r in routed],
+                "usage": run.usage,
+                "judge_calls": run.calls,
+            }
+        )
 
 
 async def atier(
-    query: str,
-    passages: Iterable[Passage | dict[str, Any]],
-    *,
-    judge: Judge | str | None = None,
-    store: StorePort | str | None = None,
-    tiers: TierScheme | None = None,
-    examples: Sequence[TierExample] | None = None,
-    risk: RiskLevel | str = RiskLevel.LOW,
-    batch_size: int = DEFAULT_BATCH,
-    review_sample_rate: float = 1.0,
-    settings: HarnessSettings | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
+    query: str, passages: Iterable[PassageLike], **options: Unpack[TierCall]
 ) -> TierResult:
     """Assign each passage one relevance tier, in batches of ``batch_size`` (5-15).
 
     Nothing is lost: a duplicate passage takes its twin's tier (``duplicate_of``), a batch whose
     replies never validate gets the scheme's fallback tier with ``source="fallback"`` and a
     review item, and with ``risk="high"`` every top-tier grade is sampled into review at
-    ``review_sample_rate``.
+    ``review_sample_rate``. Options: :class:`TierOptions` and the run keywords of every job
+    (``judge``, ``store``, ``settings``, ``hooks``, ``on_progress``).
     """
-    if not query or not query.strip():
-        raise InputError("the query is empty")
-    if not MIN_BATCH <= batch_size <= MAX_BATCH:
-        raise InputError(
-            f"batch_size must be between {MIN_BATCH} and {MAX_BATCH}, got {batch_size}"
-        )
-    if not 0.0 <= review_sample_rate <= 1.0:
-        raise InputError(f"review_sample_rate must be within [0, 1], got {review_sample_rate}")
-    risk = RiskLevel(risk)
-    scheme = tiers or DEFAULT_TIERS
-    if examples is None:
-        examples = DEFAULT_EXAMPLES if scheme == DEFAULT_TIERS else ()
-    items = [p if isinstance(p, Passage) else Passage.model_validate(p) for p in passages]
-
-    the_judge = resolve_judge(judge, "tier")
-    harness = Harness(the_judge, resolve_store(store), settings=settings)
-    step = TierStep()
-    ctx = RunContext(job="tier", query=query, risk=risk.value)
-
-    overhead = the_judge.count_tokens(
-        "".join(
-            m.content
-            for m in step.request(TierBatch(query, (), scheme, tuple(examples), risk)).messages
-        )
-    )
-    limit = the_judge.passage_token_limit(overhead, batch_size)
-    prepared = prepare_passages(
-        items, count_tokens=the_judge.count_tokens, max_passage_tokens=limit
-    )
-    for event in prepared.events:
-        harness.note(ctx, event.kind, event.detail, passage_ids=event.passage_ids, **event.data)
-
-    batches = [
-        TierBatch(
-            query, tuple(prepared.passages[i : i + batch_size]), scheme, tuple(examples), risk
-        )
-        for i in range(0, len(prepared.passages), batch_size)
-    ]
-    outcomes = await harness.map(step, batches, ctx, on_progress=on_progress)
-
-    by_id: dict[str, TierAssignment] = {}
-    events = list(prepared.events)
-    review_ids: list[int] = []
-    usage, calls = Usage(), 0
-    for outcome in outcomes:
-        usage, calls = usage + outcome.usage, calls + outcome.judge_calls
-        if outcome.review_item_id is not None:
-            review_ids.append(outcome.review_item_id)
-        for a in outcome.value.classifications:
-            by_id[a.passage_id] = a.model_copy(
-                update={"source": outcome.source_of(a.source), "reason": a.reason}
-            )
-        for warning in outcome.value.warnings:
-            events.append(warning)
-            harness.note(ctx, warning.kind, warning.detail, passage_ids=warning.passage_ids)
-    for dup, original in prepared.duplicates.items():
-        by_id[dup] = by_id[original].model_copy(
-            update={"passage_id": dup, "duplicate_of": original}
-        )
-
-    ordered = [by_id[p.passage_id] for p in items]
-    if risk is RiskLevel.HIGH:
-        review_ids += _route_top_tier(harness, ctx, scheme, ordered, review_sample_rate)
-
-    return TierResult(
-        query=query,
-        classifications=ordered,
-        tier_summary=scheme.summary(a.tier for a in ordered),
-        scheme=scheme,
-        passages=items,
-        events=events,
-        review_item_ids=review_ids,
-        judge_id=the_judge.judge_id,
-        prompt_version=step.template.version,
-        run_id=ctx.run_id,
-        usage=usage,
-        judge_calls=calls,
-    )
+    spec = TierSpec.of(job_options(options))
+    harness = harness_for("tier", options)
+    item = TierInput(query=query, passages=list(passages))
+    return await harness.run(spec, item, on_progress=options.get("on_progress"))
 
 
-def _route_top_tier(
-    harness: Harness,
-    ctx: RunContext,
-    scheme: TierScheme,
-    assignments: Sequence[TierAssignment],
-    rate: float,
-) -> list[int]:
-    """High risk: a person confirms sampled top-tier grades (the spec's review gate).
+async def atier_many(
+    items: Iterable[TierInput | Mapping[str, Any]], **options: Unpack[TierCall]
+) -> list[TierResult]:
+    """Tier many queries (``{query, passages, id?}`` each) with the same options; results in
+    input order, progress counted in queries."""
+    spec = TierSpec.of(job_options(options))
+    harness = harness_for("tier", options)
+    inputs = (i if isinstance(i, TierInput) else TierInput.model_validate(i) for i in items)
+    return await harness.run_many(spec, inputs, on_progress=options.get("on_progress"))
 
-    Sampling is deterministic per run and passage, so a re-run of the same run id routes the
-    same passages.
-    """
-    ids = []
-    for a in assignments:
-        if a.tier != scheme.top or a.source == "fallback" or a.duplicate_of:
-            continue
-        if int(sha256_hex(f"{ctx.run_id}:{a.passage_id}")[:8], 16) / 0xFFFFFFFF >= rate:
-            continue
-        ids.append(
-            harness.review(
-                ctx,
-                ReviewRequest(
-                    job="tier",
-                    reason=f"high risk: {scheme.top} grade needs human confirmation",
-                    run_id=ctx.run_id,
-                    risk=ctx.risk,
-                    passage_ids=[a.passage_id],
-                    payload={"query": ctx.query, "assignment": a.model_dump(mode="json")},
-                ),
-            )
-        )
-    return ids
+
+tier = sync_of(atier)
+tier_many = sync_of(atier_many)

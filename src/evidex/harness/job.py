@@ -1,0 +1,210 @@
+"""A job is a spec that the harness runs.
+
+A spec says three things about its job and nothing about how calls are made:
+
+- :meth:`JobSpec.plan`: preflight one input into a :class:`Plan` (checks, duplicates, budget
+  fitting with the judge's tokenizer); raises :class:`~evidex.errors.InputError` before any
+  judge is called;
+- :meth:`JobSpec.execute`: its stages, each a step over batches run through :class:`JobRun`
+  (``run.map`` or ``run.call``), and how their outcomes merge into the job's result;
+- :meth:`JobSpec.reviews` and :meth:`JobSpec.finish`: which review requests the result raises,
+  and how the routed items are put on it.
+
+:meth:`Harness.run` and :meth:`Harness.run_many` do the rest for every job: the run context,
+the audit-log notes of preflight events, bounded fan-out, progress, writing review items, and
+adding up calls and usage. The judge's in-flight limit, breaker, timeouts, retries and
+fallbacks are the harness's per call (:mod:`evidex.harness.runner`), so a job never writes
+its own concurrency loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+
+from evidex.harness.ports import ReviewRequest
+from evidex.types import Event, Source, Usage
+
+if TYPE_CHECKING:
+    from evidex.harness.runner import Harness, Outcome, RunContext
+    from evidex.judging import Judge
+    from evidex.tasks.base import Step
+
+__all__ = ["JobRun", "JobSpec", "Plan", "Progress", "Routed", "verdict"]
+
+Progress = Callable[[int, int], None]
+"""``on_progress(done, total)``: called as a job (or a batch of jobs) advances."""
+
+In = TypeVar("In")
+In_contra = TypeVar("In_contra", contravariant=True)
+D = TypeVar("D")
+Out = TypeVar("Out")
+B = TypeVar("B")
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class Plan(Generic[D]):
+    """One preflighted input: what the audit log files it under, what preflight did, and the
+    job's own prepared data."""
+
+    query: str
+    data: D
+    risk: str = "low"
+    events: tuple[Event, ...] = ()
+    review_fallback: bool = True
+    """Whether a fallback also opens a review item (classify at low risk: no)."""
+    id: str | None = None
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A review request the result raised, and the queue item it became."""
+
+    item_id: int
+    request: ReviewRequest
+    label: str | None = None
+
+
+class JobSpec(Protocol[In_contra, D, Out]):
+    """What a job tells the harness; see the module docstring."""
+
+    @property
+    def job(self) -> str: ...
+
+    def plan(self, item: In_contra, judge: Judge) -> Plan[D]: ...
+
+    async def execute(self, plan: Plan[D], run: JobRun) -> Out: ...
+
+    def reviews(self, plan: Plan[D], result: Out, run: JobRun) -> Sequence[ReviewRequest]:
+        """The review requests the finished result raises (the job's routing rules)."""
+        ...
+
+    def finish(self, plan: Plan[D], result: Out, run: JobRun, routed: Sequence[Routed]) -> Out:
+        """The result with its routed review items and the run's totals on it."""
+        ...
+
+
+@dataclass
+class JobRun:
+    """One job invocation in progress: every call goes through here, so fan-out, progress and
+    the totals (calls, usage, fallbacks' review items) are kept in one place."""
+
+    harness: Harness
+    ctx: RunContext
+    on_progress: Progress | None = None
+    outcomes: list[Outcome[Any]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    """Events raised while the job ran (warnings of replies, ...), already in the audit log."""
+
+    @property
+    def judge(self) -> Judge:
+        return self.harness.judge
+
+    def note(self, event: Event) -> None:
+        """Keep an event for the result and write it to the audit log."""
+        self.events.append(event)
+        self.log(event)
+
+    def log(self, event: Event) -> None:
+        """Write an event to the audit log only (preflight events are on the plan already)."""
+        self.harness.note(
+            self.ctx, event.kind, event.detail, passage_ids=event.passage_ids, **event.data
+        )
+
+    def review(self, request: ReviewRequest) -> int:
+        return self.harness.review(self.ctx, request)
+
+    async def call(self, step: Step[B, Any], batch: B, *, batch_id: str | None = None) -> Any:
+        """One validated exchange (see :meth:`Harness.call`), counted in the run's totals."""
+        outcome = await self.harness.call(step, batch, self.ctx, batch_id=batch_id)
+        self.outcomes.append(outcome)
+        return outcome
+
+    async def map(
+        self, step: Step[B, Any], batches: Sequence[B], *, progress: bool = True
+    ) -> list[Any]:
+        """Every batch through the step, outcomes in input order (see :meth:`Harness.map`)."""
+        outcomes = await self.harness.map(
+            step, batches, self.ctx, on_progress=self.on_progress if progress else None
+        )
+        self.outcomes.extend(outcomes)
+        return outcomes
+
+    def progress(self, done: int, total: int) -> None:
+        if self.on_progress is not None:
+            self.on_progress(min(done, total), total)
+
+    @property
+    def usage(self) -> Usage:
+        total = Usage()
+        for outcome in self.outcomes:
+            total = total + outcome.usage
+        return total
+
+    @property
+    def calls(self) -> int:
+        return sum(o.judge_calls for o in self.outcomes)
+
+    @property
+    def fallback_review_ids(self) -> list[int]:
+        return [o.review_item_id for o in self.outcomes if o.review_item_id is not None]
+
+    @property
+    def fallbacks(self) -> list[Outcome[Any]]:
+        return [o for o in self.outcomes if o.source == "fallback"]
+
+
+def verdict(outcomes: Sequence[Outcome[Any]]) -> Source:
+    """Where a whole result came from: ``fallback`` if any part fell back, ``cache`` when every
+    judgment was cached, else ``judge``."""
+    if any(o.source == "fallback" for o in outcomes):
+        return "fallback"
+    if outcomes and all(o.source == "cache" for o in outcomes):
+        return "cache"
+    return "judge"
+
+
+async def run_planned(
+    harness: Harness, spec: JobSpec[Any, D, Out], plan: Plan[D], on_progress: Progress | None
+) -> Out:
+    """Execute one planned input: context, notes, stages, routing, totals."""
+    from evidex.harness.runner import RunContext
+
+    ctx = RunContext(
+        job=spec.job, query=plan.query, risk=plan.risk, review_fallback=plan.review_fallback
+    )
+    run = JobRun(harness, ctx, on_progress)
+    for event in plan.events:
+        run.log(event)
+    result = await spec.execute(plan, run)
+    routed = [
+        Routed(run.review(request), request, request.payload.get("label"))
+        for request in spec.reviews(plan, result, run)
+    ]
+    return spec.finish(plan, result, run, routed)
+
+
+async def run_many_planned(
+    harness: Harness,
+    spec: JobSpec[Any, D, Out],
+    plans: Sequence[Plan[D]],
+    on_progress: Progress | None,
+) -> list[Out]:
+    """Execute many planned inputs, at most ``settings.max_concurrency`` at once; results in
+    input order, progress counted in inputs."""
+    semaphore = asyncio.Semaphore(max(1, harness.settings.max_concurrency))
+    done = 0
+
+    async def one(plan: Plan[D]) -> Out:
+        nonlocal done
+        async with semaphore:
+            result = await run_planned(harness, spec, plan, None)
+        done += 1
+        if on_progress is not None:
+            on_progress(done, len(plans))
+        return result
+
+    return list(await asyncio.gather(*(one(p) for p in plans)))
