@@ -23,7 +23,6 @@ from evidex.errors import (
 from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs._audit_policy import AuditDecision, AuditPolicy
-from evidex.jobs._scoring import Scorer
 from evidex.jobs.audit import AnswerInput, AuditResult, aaudit, aaudit_many, audit, audit_many
 from evidex.jobs.classify import (
     ClassifyInput,
@@ -39,6 +38,7 @@ from evidex.jobs.rerank import RerankMetrics, RerankResult, arerank, rerank
 from evidex.jobs.select import SelectedContext, select_context
 from evidex.jobs.tier import TierResult, atier, tier
 from evidex.judges import get_judge
+from evidex.judges.scoring import Scorer
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.loaders import load_classify_examples, load_examples
 from evidex.store import SqlStore, open_store
