@@ -48,7 +48,7 @@ import numpy as np
 
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs.rerank import rerank
-from evidex.judges._minilm import MiniLMJudge, MiniLMOptions
+from evidex.judges.minilm import MiniLMJudge, MiniLMOptions
 from evidex.store import open_store
 from evidex.types import Passage
 

@@ -34,7 +34,7 @@ from evidex.errors import InputError
 from evidex.evaluate.calibration import fit_thresholds, tier_of_score
 from evidex.evaluate.datasets import llmjudge_tier, trec_dl_tier
 from evidex.evaluate.golden import TierGolden
-from evidex.judges._minilm import MiniLMJudge
+from evidex.judges.minilm import MiniLMJudge
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import command_line, write_section

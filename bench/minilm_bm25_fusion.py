@@ -28,7 +28,7 @@ from evidex.cli.rerank import RunLine
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs.rerank import rerank
 from evidex.judges import get_judge
-from evidex.judges._minilm import MiniLMJudge, bm25_pool_scores, fuse_scores
+from evidex.judges.minilm import MiniLMJudge, bm25_pool_scores, fuse_scores
 from evidex.preflight import Prepared, prepare_passages
 from evidex.store import open_store
 from evidex.types import Passage

@@ -12,8 +12,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from evidex.errors import ConfigError
 from evidex.judges import get_judge
-from evidex.judges._int8_compute import RECIPE, int8_compute_model
-from evidex.judges._minilm import MiniLMJudge
+from evidex.judges.minilm import MiniLMJudge
+from evidex.judges.minilm._int8_compute import RECIPE, int8_compute_model
 
 
 def _weight_only_int8_graph(path: Path, seed: int = 0) -> np.ndarray:

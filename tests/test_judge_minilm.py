@@ -19,8 +19,8 @@ import pytest
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.jobs.rerank import RerankResult, rerank
 from evidex.jobs.tier import tier
-from evidex.judges import _minilm, get_judge
-from evidex.judges._minilm import (
+from evidex.judges import get_judge
+from evidex.judges.minilm import (
     MAX_SEQ_LEN,
     MiniLMJudge,
     MiniLMOptions,
@@ -28,6 +28,7 @@ from evidex.judges._minilm import (
     bm25_pool_scores,
     sentence_spans,
 )
+from evidex.judges.minilm import _encoder as _minilm
 from evidex.judging import JudgeRequest
 from evidex.store import SqlStore
 from evidex.tasks.tier import TierBatch, TierStep

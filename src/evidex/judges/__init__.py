@@ -1,5 +1,17 @@
 """Judge backends, chosen by spec string (``openai:gpt-4o-mini``, ``local:minilm``).
 
+What lives here: the backends behind :class:`~evidex.judging.Judge` (``openai:``,
+``local:minilm``, ``local:qwen``) and :mod:`evidex.judges.scoring` (the scoring capability and
+its adapter). This is the only package that imports a vendor SDK or a model runtime (openai,
+onnxruntime, onnx, tokenizers, llama-cpp-python, bm25s), and only inside the backend that needs
+it, which the registry imports on first use: ``import evidex`` loads none of them. Public: this
+module, :mod:`evidex.judges.scoring` and :mod:`evidex.judges.minilm`; modules whose name starts
+with ``_`` are private to the package and imported by no other package.
+
+What it may import: :mod:`evidex.judging`, :mod:`evidex.errors`, :mod:`evidex.types`, the
+types of :mod:`evidex.tasks` and :mod:`evidex._text`; never ``jobs``, ``harness``, ``cli``,
+``service`` or ``store``, which sit above it.
+
 The registry maps a spec prefix to a lazily imported factory, so a missing optional dependency
 only matters when its judge is asked for, and then says what to install. New backends add a
 row; nothing guesses a backend from a model name.
@@ -19,7 +31,7 @@ __all__ = ["JUDGES", "get_judge", "register_judge"]
 # spec → "module:factory". The factory takes (spec, **options) and returns a Judge.
 JUDGES: dict[str, str] = {
     "openai": "evidex.judges._openai:OpenAIJudge.from_spec",
-    "local:minilm": "evidex.judges._minilm:MiniLMJudge.from_spec",
+    "local:minilm": "evidex.judges.minilm:MiniLMJudge.from_spec",
     "local:qwen": "evidex.judges._qwen:QwenJudge.from_spec",
 }
 
