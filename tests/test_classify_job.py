@@ -276,11 +276,11 @@ class SmallJudge(ScriptedJudge):
 def _fixed_cost(store: SqlStore) -> int:
     """Tokens the prompt needs with one short passage (measured, so the test tracks the prompt)."""
     probe = SmallJudge([], 100_000)
-    from evidex.jobs.classify import ClassifyRunner
+    from evidex.jobs.classify import ClassifyInput, ClassifySpec
 
-    runner = ClassifyRunner.build(TAXONOMY, {"judge": probe, "store": store})
-    base = runner.plan(INPUT, PASSAGES[:1], where=None).batch
-    return runner._prompt_tokens(base, []) + 2 * 550 + 300  # reply reserve of single-label
+    spec = ClassifySpec.of(TAXONOMY, {})
+    base = spec.plan(ClassifyInput(input=INPUT, passages=PASSAGES[:1]), probe).data.batch
+    return spec.prompt_tokens(probe, base, []) + 2 * 550 + 300  # reply reserve of single-label
 
 
 def long_passages() -> list[Passage]:

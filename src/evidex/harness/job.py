@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from evidex.judging import Judge
     from evidex.tasks.base import Step
 
-__all__ = ["JobRun", "JobSpec", "Plan", "Progress", "Routed", "verdict"]
+__all__ = ["JobRun", "JobSpec", "Plan", "Progress", "Routed", "run_planned", "verdict"]
 
 Progress = Callable[[int, int], None]
 """``on_progress(done, total)``: called as a job (or a batch of jobs) advances."""

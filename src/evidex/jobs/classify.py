@@ -2,7 +2,7 @@
 
 ``classify()`` is the library call behind ``evidex classify``; ``classify_many()`` runs a batch
 of inputs with bounded concurrency, and :mod:`evidex.jobs.consistency` re-runs one input
-to measure how stable its labels are.
+to measure how stable its labels are. The job is a :class:`ClassifySpec` the harness runs.
 
 Preflight (the spec's harness paragraph): the input and the taxonomy must be non-empty, passage
 ids unique, duplicate passages (exact or up to whitespace) are merged and reported, and the
@@ -19,22 +19,20 @@ passages that the same answer cites as counter-evidence for it.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import BaseModel, Field, ValidationError
 
 from evidex.errors import InputError
-from evidex.harness.ports import ReviewRequest, StorePort
-from evidex.harness.runner import Harness, HarnessSettings, Outcome, RunContext
-from evidex.jobs._common import resolve_judge, resolve_store, run_sync
+from evidex.harness.budget import drop_to_budget, reply_reserve, retry_prompt_tokens
+from evidex.harness.job import JobRun, Plan, Routed
+from evidex.harness.ports import ReviewRequest
+from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.harness.budget import drop_to_budget
-from evidex.preflight import prepare_passages
+from evidex.preflight import coerce_passages, prepare_passages
 from evidex.tasks.classify import (
     ClassifyBatch,
     ClassifyExample,
@@ -43,41 +41,46 @@ from evidex.tasks.classify import (
     LabelAssignment,
 )
 from evidex.taxonomy import Taxonomy
-from evidex.types import Event, Passage, RiskLevel, Source, Usage
+from evidex.types import Event, Passage, PassageLike, RiskLevel, Source, Usage
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "ClassifyCall",
     "ClassifyInput",
     "ClassifyOptions",
     "ClassifyResult",
+    "ClassifySpec",
     "RoutingDecision",
     "aclassify",
     "aclassify_many",
     "classify",
     "classify_many",
+    "contested",
 ]
 
 DEFAULT_THRESHOLD = 0.7
-MESSAGE_OVERHEAD_TOKENS = 8
-"""Chat-template tokens a judge adds around each message (role markers), added to the count."""
-ERRORS_ALLOWANCE_TOKENS = 300
-"""Room kept for the validation errors that the retry quotes back to the judge."""
 
 
 class ClassifyOptions(TypedDict, total=False):
-    """Keyword options shared by every classify entry point."""
+    """The classify job's own options, shared by the library, the CLI and the service.
 
-    judge: Judge | str | None
-    store: StorePort | str | None
+    ``threshold`` (default 0.7) routes lower-confidence labels to review; ``risk`` (low,
+    medium, high) sets how much else is routed; ``multi_label`` allows several labels;
+    ``constraints`` are extra rules for the prompt; ``examples`` few-shot demonstrations.
+    """
+
     constraints: Sequence[str] | None
     examples: Sequence[ClassifyExample] | None
     threshold: float
     risk: RiskLevel | str
     multi_label: bool
-    settings: HarnessSettings | None
+
+
+class ClassifyCall(ClassifyOptions, RunOptions, total=False):
+    """Every keyword of a classify call."""
 
 
 class RoutingDecision(BaseModel):
@@ -91,9 +94,9 @@ class RoutingDecision(BaseModel):
 class ClassifyInput(BaseModel):
     """One input of a batch: an id for the output, the text, and its retrieved passages."""
 
-    id: str
+    id: str | None = None
     input: str
-    passages: list[Passage]
+    passages: list[Any]
 
 
 class ClassifyResult(BaseModel):
@@ -136,123 +139,28 @@ class ClassifyResult(BaseModel):
         return self.model_dump(mode="json")
 
 
-# ---------------------------------------------------------------------------- entry points
-
-
-def classify(
-    input: str,
-    passages: Iterable[Passage | Mapping[str, Any]],
-    taxonomy: Taxonomy | Any,
-    **options: Unpack[ClassifyOptions],
-) -> ClassifyResult:
-    """Classify ``input`` against ``taxonomy`` from ``passages``. See :func:`aclassify`."""
-    return run_sync(aclassify(input, passages, taxonomy, **options))
-
-
-async def aclassify(
-    input: str,
-    passages: Iterable[Passage | Mapping[str, Any]],
-    taxonomy: Taxonomy | Any,
-    **options: Unpack[ClassifyOptions],
-) -> ClassifyResult:
-    """Assign labels from ``taxonomy`` to ``input``, each backed by verbatim passage quotes.
-
-    ``taxonomy`` is a :class:`Taxonomy` or anything :meth:`Taxonomy.parse` accepts. Options:
-    ``threshold`` (default 0.7) routes lower-confidence labels to review; ``risk`` (low,
-    medium, high) sets how much else is routed; ``multi_label`` allows several labels;
-    ``constraints`` are extra rules for the prompt; ``examples`` few-shot demonstrations.
-    A reply that is still invalid after the one retry becomes ``unclassifiable`` with
-    ``source="fallback"`` (and a review item at medium and high risk). Bad input raises
-    :class:`~evidex.errors.InputError` before any judge is called.
-    """
-    runner = ClassifyRunner.build(taxonomy, options)
-    plan = runner.plan(input, passages, where=None)
-    return await runner.run(plan)
-
-
-def classify_many(
-    items: Iterable[ClassifyInput | Mapping[str, Any]],
-    taxonomy: Taxonomy | Any,
-    *,
-    on_progress: Callable[[int, int], None] | None = None,
-    **options: Unpack[ClassifyOptions],
-) -> list[ClassifyResult]:
-    """Classify many inputs against one taxonomy. See :func:`aclassify_many`."""
-    return run_sync(aclassify_many(items, taxonomy, on_progress=on_progress, **options))
-
-
-async def aclassify_many(
-    items: Iterable[ClassifyInput | Mapping[str, Any]],
-    taxonomy: Taxonomy | Any,
-    *,
-    on_progress: Callable[[int, int], None] | None = None,
-    **options: Unpack[ClassifyOptions],
-) -> list[ClassifyResult]:
-    """Classify each item (``{id, input, passages}``); results come back in input order.
-
-    Every item is preflighted before the first judge call, so bad input anywhere in the batch
-    stops it early with an error naming the item. Items run concurrently up to the harness's
-    ``max_concurrency``.
-    """
-    runner = ClassifyRunner.build(taxonomy, options)
-    plans = []
-    for index, raw in enumerate(items):
-        item = _coerce_item(raw, index)
-        plans.append(runner.plan(item.input, item.passages, where=f"item {item.id!r}", id=item.id))
-    if not plans:
-        raise InputError("no inputs to classify")
-    limit = runner.harness.settings.max_concurrency
-    # An in-process model answers one call at a time; more in flight would only queue under
-    # the harness's timeouts.
-    limit = min(limit, getattr(runner.harness.judge, "max_concurrency", limit))
-    semaphore = asyncio.Semaphore(max(1, limit))
-    done = 0
-
-    async def one(plan: Plan) -> ClassifyResult:
-        nonlocal done
-        async with semaphore:
-            result = await runner.run(plan)
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(plans))
-        return result
-
-    return list(await asyncio.gather(*(one(plan) for plan in plans)))
-
-
-# ---------------------------------------------------------------------------- internals
-
-
 @dataclass(frozen=True)
-class Plan:
+class Prepared:
     """One preflighted input: the batch the judge will see and what preflight did."""
 
     batch: ClassifyBatch
-    events: tuple[Event, ...]
     duplicates: Mapping[str, str]
     dropped: tuple[str, ...]
-    id: str | None = None
-
-    def with_passages(self, passages: Sequence[Passage]) -> Plan:
-        """The same plan with the passages in another order (for the consistency check)."""
-        return dataclasses.replace(
-            self, batch=dataclasses.replace(self.batch, passages=tuple(passages))
-        )
 
 
-@dataclass
-class ClassifyRunner:
-    """The judge, harness and settings of one call of an entry point."""
+@dataclass(frozen=True)
+class ClassifySpec:
+    """The classify job as the harness runs it: one validated call per input, then routing."""
 
-    harness: Harness
     template: ClassifyBatch
-    """A batch without input or passages: the options every plan shares."""
-    step: ClassifyStep = dataclasses.field(default_factory=ClassifyStep)
+    """A batch without input or passages: the options every input shares."""
+    route: bool = True
+    """Whether results are routed to review (a diagnostic such as the consistency check
+    routes nothing; every call is still in the audit log)."""
+    job: str = "classify"
 
     @classmethod
-    def build(
-        cls, taxonomy: Taxonomy | Any, options: ClassifyOptions, *, use_cache: bool = True
-    ) -> ClassifyRunner:
+    def of(cls, taxonomy: Taxonomy | Any, options: Mapping[str, Any]) -> ClassifySpec:
         parsed = Taxonomy.parse(taxonomy)
         threshold = options.get("threshold", DEFAULT_THRESHOLD)
         if (
@@ -273,11 +181,6 @@ class ClassifyRunner:
                 raise InputError(
                     f"example {i} uses labels that are not in the taxonomy: {sorted(unknown)}"
                 )
-        judge = resolve_judge(options.get("judge"), "classify")
-        settings = options.get("settings") or HarnessSettings.from_config()
-        if not use_cache:
-            settings = dataclasses.replace(settings, use_cache=False)
-        harness = Harness(judge, resolve_store(options.get("store")), settings=settings)
         template = ClassifyBatch(
             input="",
             passages=(),
@@ -288,27 +191,21 @@ class ClassifyRunner:
             risk=risk,
             multi_label=bool(options.get("multi_label", False)),
         )
-        return cls(harness=harness, template=template)
+        return cls(template=template)
 
     # ------------------------------------------------------------------ preflight
 
-    def plan(
-        self,
-        input: str,
-        passages: Iterable[Passage | Mapping[str, Any]],
-        *,
-        where: str | None,
-        id: str | None = None,
-    ) -> Plan:
-        """Preflight one input; raises ``InputError`` (naming ``where``) on bad input."""
-        if not isinstance(input, str) or not input.strip():
+    def plan(self, item: ClassifyInput, judge: Judge) -> Plan[Prepared]:
+        """Preflight one input; raises ``InputError`` (naming the item) on bad input."""
+        where = None if item.id is None else f"item {item.id!r}"
+        if not isinstance(item.input, str) or not item.input.strip():
             raise InputError("the input text to classify is empty", where=where)
-        items = _coerce_passages(passages, where)
-        judge = self.harness.judge
-        base = dataclasses.replace(self.template, input=input)
-        reserve = 2 * self.step.request(base).max_tokens + ERRORS_ALLOWANCE_TOKENS
+        items = coerce_passages(item.passages, where=where)
+        step = ClassifyStep()
+        base = dataclasses.replace(self.template, input=item.input)
+        reserve = reply_reserve(step.request(base))
         budget = judge.context_window - reserve
-        fixed = self._prompt_tokens(base, ())
+        fixed = self.prompt_tokens(judge, base, ())
         if fixed >= budget:
             raise InputError(
                 f"the input, taxonomy, constraints and examples alone need {fixed} prompt "
@@ -323,47 +220,34 @@ class ClassifyRunner:
             )
             kept, dropped_events = drop_to_budget(
                 prepared.passages,
-                prompt_tokens=lambda ps: self._prompt_tokens(base, ps),
+                prompt_tokens=lambda ps: self.prompt_tokens(judge, base, ps),
                 budget=budget,
             )
         except InputError as exc:
             raise InputError(str(exc), where=where) from exc
-        events = (*prepared.events, *dropped_events)
         dropped = tuple(pid for e in dropped_events for pid in e.passage_ids)
         batch = dataclasses.replace(base, passages=tuple(kept))
-        return Plan(batch, events, prepared.duplicates, dropped, id)
+        risk = self.template.risk
+        return Plan(
+            query=item.input,
+            data=Prepared(batch, prepared.duplicates, dropped),
+            risk=risk.value,
+            events=(*prepared.events, *dropped_events),
+            review_fallback=self.route and risk is not RiskLevel.LOW,
+            id=item.id,
+        )
 
-    def _prompt_tokens(self, base: ClassifyBatch, passages: Sequence[Passage]) -> int:
-        """Prompt tokens of the retry, the largest exchange: the prompt, the re-ask note and
-        the strict reminder with the schema (the replies are reserved separately)."""
+    @staticmethod
+    def prompt_tokens(judge: Judge, base: ClassifyBatch, passages: Sequence[Passage]) -> int:
+        """Prompt tokens of the retry with these passages (the replies are reserved apart)."""
         batch = dataclasses.replace(base, passages=tuple(passages))
-        request = self.step.request(batch)
-        template = self.step.template
-        texts = [m.content for m in request.messages]
-        texts += [
-            template.reask.replace("[ERRORS]", ""),
-            template.strict.replace("[SCHEMA]", json.dumps(request.schema)),
-        ]
-        count = self.harness.judge.count_tokens("\n".join(texts))
-        return count + MESSAGE_OVERHEAD_TOKENS * (len(texts) + 1)
+        return retry_prompt_tokens(judge, ClassifyStep.template, ClassifyStep().request(batch))
 
     # ------------------------------------------------------------------ run and route
 
-    async def run(self, plan: Plan, *, route: bool = True) -> ClassifyResult:
-        """Judge one planned input; with ``route`` put what the rules say into review."""
-        batch = plan.batch
-        ctx = RunContext(
-            job="classify",
-            query=batch.input,
-            risk=batch.risk.value,
-            review_fallback=route and batch.risk is not RiskLevel.LOW,
-        )
-        for event in plan.events:
-            self.harness.note(
-                ctx, event.kind, event.detail, passage_ids=event.passage_ids, **event.data
-            )
-        outcome = await self.harness.call(self.step, batch, ctx)
-        review = _route(self.harness, ctx, batch, outcome) if route else []
+    async def execute(self, plan: Plan[Prepared], run: JobRun) -> ClassifyResult:
+        batch = plan.data.batch
+        outcome = await run.call(ClassifyStep(), batch)
         value = outcome.value
         return ClassifyResult(
             id=plan.id,
@@ -374,90 +258,94 @@ class ClassifyRunner:
             evidence_gaps=value.evidence_gaps,
             source=outcome.source,
             reason=outcome.reason,
-            review=review,
             threshold=batch.threshold,
             risk=batch.risk,
             multi_label=batch.multi_label,
             passage_ids=[p.passage_id for p in batch.passages],
-            duplicates=dict(plan.duplicates),
-            dropped=list(plan.dropped),
+            duplicates=dict(plan.data.duplicates),
+            dropped=list(plan.data.dropped),
             events=list(plan.events),
-            judge_id=self.harness.judge.judge_id,
-            prompt_version=self.step.template.version,
-            run_id=ctx.run_id,
-            usage=outcome.usage,
-            judge_calls=outcome.judge_calls,
+            judge_id=run.judge.judge_id,
+            prompt_version=ClassifyStep.template.version,
+            run_id=run.ctx.run_id,
         )
 
-
-def _route(
-    harness: Harness, ctx: RunContext, batch: ClassifyBatch, outcome: Outcome[ClassifyValue]
-) -> list[RoutingDecision]:
-    """Apply the routing rules; each review item stores its reason in words."""
-    decisions: list[RoutingDecision] = []
-    if outcome.review_item_id is not None:
-        decisions.append(
-            RoutingDecision(
-                review_item_id=outcome.review_item_id,
-                reason=f"fallback at {batch.risk.value} risk: {outcome.reason}",
+    def reviews(
+        self, plan: Plan[Prepared], result: ClassifyResult, run: JobRun
+    ) -> list[ReviewRequest]:
+        """The routing rules; each review item stores its reason in words."""
+        if not self.route or result.source == "fallback":
+            return []
+        batch = plan.data.batch
+        wanted: list[tuple[str, LabelAssignment | None]] = [
+            (
+                f"confidence {a.confidence:g} for label {a.label} is below the threshold "
+                f"{batch.threshold:g}",
+                a,
             )
-        )
-    if outcome.source == "fallback":
-        return decisions
-    value = outcome.value
-    wanted: list[tuple[str, LabelAssignment | None]] = []
-    for a in value.classifications:
-        if a.confidence < batch.threshold:
-            wanted.append(
-                (
-                    f"confidence {a.confidence:g} for label {a.label} is below the threshold "
-                    f"{batch.threshold:g}",
-                    a,
-                )
-            )
-    if batch.risk is RiskLevel.HIGH:
-        if value.unclassifiable:
-            wanted.append(
-                (
-                    "high risk: the judge found no label it could support "
-                    f"({value.unclassifiable_reason})",
-                    None,
-                )
-            )
-        for a in value.classifications:
-            if contested(a):
+            for a in result.classifications
+            if a.confidence < batch.threshold
+        ]
+        if batch.risk is RiskLevel.HIGH:
+            if result.unclassifiable:
                 wanted.append(
                     (
-                        f"high risk: every supporting quote for label {a.label} comes from a "
-                        "passage the answer also cites as counter-evidence for it",
-                        a,
+                        "high risk: the judge found no label it could support "
+                        f"({result.unclassifiable_reason})",
+                        None,
                     )
                 )
-    for reason, assignment in wanted:
-        item_id = harness.review(
-            ctx,
+            wanted += [
+                (
+                    f"high risk: every supporting quote for label {a.label} comes from a "
+                    "passage the answer also cites as counter-evidence for it",
+                    a,
+                )
+                for a in result.classifications
+                if contested(a)
+            ]
+        answer_fields = set(ClassifyValue.model_fields) - {"source", "reason"}
+        value = ClassifyValue.model_validate(result.model_dump(include=answer_fields)).model_dump(
+            mode="json"
+        )
+        return [
             ReviewRequest(
                 job="classify",
                 reason=reason,
-                run_id=ctx.run_id,
-                risk=ctx.risk,
+                run_id=run.ctx.run_id,
+                risk=run.ctx.risk,
                 passage_ids=[p.passage_id for p in batch.passages],
                 payload={
                     "input": batch.input,
                     "label": assignment.label if assignment else None,
                     "assignment": assignment.model_dump(mode="json") if assignment else None,
-                    "result": value.model_dump(mode="json"),
+                    "result": value,
                 },
-            ),
-        )
-        decisions.append(
+            )
+            for reason, assignment in wanted
+        ]
+
+    def finish(
+        self,
+        plan: Plan[Prepared],
+        result: ClassifyResult,
+        run: JobRun,
+        routed: Sequence[Routed],
+    ) -> ClassifyResult:
+        decisions = [
             RoutingDecision(
                 review_item_id=item_id,
-                reason=reason,
-                label=assignment.label if assignment else None,
+                reason=f"fallback at {plan.risk} risk: {result.reason}",
             )
+            for item_id in run.fallback_review_ids
+        ]
+        decisions += [
+            RoutingDecision(review_item_id=r.item_id, reason=r.request.reason, label=r.label)
+            for r in routed
+        ]
+        return result.model_copy(
+            update={"review": decisions, "usage": run.usage, "judge_calls": run.calls}
         )
-    return decisions
 
 
 def contested(assignment: LabelAssignment) -> bool:
@@ -467,19 +355,51 @@ def contested(assignment: LabelAssignment) -> bool:
     return bool(against) and all(e.passage_id in against for e in assignment.supporting_evidence)
 
 
-def _coerce_passages(
-    passages: Iterable[Passage | Mapping[str, Any]], where: str | None
-) -> list[Passage]:
-    items: list[Passage] = []
-    for index, p in enumerate(passages):
-        if isinstance(p, Passage):
-            items.append(p)
-            continue
-        try:
-            items.append(Passage.model_validate(p))
-        except ValidationError as exc:
-            raise InputError(f"passage {index}: {_problems(exc)}", where=where) from exc
-    return items
+# ---------------------------------------------------------------------------- entry points
+
+
+async def aclassify(
+    input: str,
+    passages: Iterable[PassageLike],
+    taxonomy: Taxonomy | Any,
+    **options: Unpack[ClassifyCall],
+) -> ClassifyResult:
+    """Assign labels from ``taxonomy`` to ``input``, each backed by verbatim passage quotes.
+
+    ``taxonomy`` is a :class:`Taxonomy` or anything :meth:`Taxonomy.parse` accepts. Options:
+    :class:`ClassifyOptions` and the run keywords of every job (``judge``, ``store``,
+    ``settings``, ``hooks``, ``on_progress``). A reply that is still invalid after the one
+    retry becomes ``unclassifiable`` with ``source="fallback"`` (and a review item at medium
+    and high risk). Bad input raises :class:`~evidex.errors.InputError` before any judge is
+    called.
+    """
+    spec = ClassifySpec.of(taxonomy, job_options(options))
+    harness = harness_for("classify", options)
+    item = ClassifyInput(input=input, passages=list(passages))
+    return await harness.run(spec, item, on_progress=options.get("on_progress"))
+
+
+async def aclassify_many(
+    items: Iterable[ClassifyInput | Mapping[str, Any]],
+    taxonomy: Taxonomy | Any,
+    **options: Unpack[ClassifyCall],
+) -> list[ClassifyResult]:
+    """Classify each item (``{id, input, passages}``); results come back in input order.
+
+    Every item is preflighted before the first judge call, so bad input anywhere in the batch
+    stops it early with an error naming the item. Items run concurrently up to the harness's
+    ``max_concurrency`` (and the judge's own limit).
+    """
+    spec = ClassifySpec.of(taxonomy, job_options(options))
+    harness = harness_for("classify", options)
+    inputs = [_coerce_item(raw, index) for index, raw in enumerate(items)]
+    if not inputs:
+        raise InputError("no inputs to classify")
+    return await harness.run_many(spec, inputs, on_progress=options.get("on_progress"))
+
+
+classify = sync_of(aclassify)
+classify_many = sync_of(aclassify_many)
 
 
 def _coerce_item(raw: ClassifyInput | Mapping[str, Any], index: int) -> ClassifyInput:
@@ -488,11 +408,8 @@ def _coerce_item(raw: ClassifyInput | Mapping[str, Any], index: int) -> Classify
     try:
         return ClassifyInput.model_validate(raw)
     except ValidationError as exc:
-        raise InputError(f"item {index}: {_problems(exc)}") from exc
-
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg'].removeprefix('Value error, ')}"
-        for e in exc.errors()
-    )
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
+        raise InputError(f"item {index}: {problems}") from exc

@@ -11,19 +11,21 @@ review (a diagnostic should not flood the queue), but every call is in the audit
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import statistics
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
 from evidex.errors import InputError
-from evidex.jobs._common import run_sync
-from evidex.jobs.classify import ClassifyOptions, ClassifyRunner
+from evidex.harness.job import run_planned
+from evidex.jobs._common import harness_for, job_options, sync_of
+from evidex.jobs.classify import ClassifyCall, ClassifyInput, ClassifySpec
 from evidex.taxonomy import Taxonomy
-from evidex.types import Passage, Source
+from evidex.types import PassageLike, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -74,27 +76,14 @@ class ConsistencyReport(BaseModel):
         return self.agreement == 1.0
 
 
-def consistency_check(
-    input: str,
-    passages: Iterable[Passage | Mapping[str, Any]],
-    taxonomy: Taxonomy | Any,
-    *,
-    runs: int = 3,
-    seed: int = 0,
-    **options: Unpack[ClassifyOptions],
-) -> ConsistencyReport:
-    """Classify ``input`` repeatedly. See :func:`aconsistency_check`."""
-    return run_sync(aconsistency_check(input, passages, taxonomy, runs=runs, seed=seed, **options))
-
-
 async def aconsistency_check(
     input: str,
-    passages: Iterable[Passage | Mapping[str, Any]],
+    passages: Iterable[PassageLike],
     taxonomy: Taxonomy | Any,
     *,
     runs: int = 3,
     seed: int = 0,
-    **options: Unpack[ClassifyOptions],
+    **options: Unpack[ClassifyCall],
 ) -> ConsistencyReport:
     """Classify ``input`` ``runs`` times as given and ``runs`` times with shuffled passages.
 
@@ -103,18 +92,21 @@ async def aconsistency_check(
     """
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise InputError(f"runs must be a positive whole number, got {runs!r}")
-    runner = ClassifyRunner.build(taxonomy, options, use_cache=False)
-    plan = runner.plan(input, passages, where=None)
+    spec = dataclasses.replace(ClassifySpec.of(taxonomy, job_options(options)), route=False)
+    harness = harness_for("classify", options)
+    harness.settings = dataclasses.replace(harness.settings, use_cache=False)
+    plan = spec.plan(ClassifyInput(input=input, passages=list(passages)), harness.judge)
     rng = random.Random(seed)
     results: list[ConsistencyRun] = []
     for order in ("original", "shuffled"):
         for _ in range(runs):
             this = plan
             if order == "shuffled":
-                shuffled = list(plan.batch.passages)
+                shuffled = list(plan.data.batch.passages)
                 rng.shuffle(shuffled)
-                this = plan.with_passages(shuffled)
-            result = await runner.run(this, route=False)
+                batch = dataclasses.replace(plan.data.batch, passages=tuple(shuffled))
+                this = dataclasses.replace(plan, data=dataclasses.replace(plan.data, batch=batch))
+            result = await run_planned(harness, spec, this, None)
             results.append(
                 ConsistencyRun(
                     order=order,
@@ -126,6 +118,9 @@ async def aconsistency_check(
                 )
             )
     return summarise(results)
+
+
+consistency_check = sync_of(aconsistency_check)
 
 
 def summarise(runs: list[ConsistencyRun]) -> ConsistencyReport:
