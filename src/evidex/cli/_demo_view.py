@@ -15,7 +15,7 @@ from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
-from evidex.cli.demo import INSTALL_HINT, DemoRun, StepNote
+from evidex.cli._demo_types import INSTALL_HINT, DemoRun, StepNote
 
 __all__ = ["StepProgress", "show_run"]
 

@@ -28,7 +28,7 @@ from evidex.config import load_settings
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import resolve_judge
+from evidex.jobs import resolve_judge
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage, RiskLevel

@@ -31,8 +31,7 @@ from evidex.cli._io import (
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
-from evidex.jobs._audit_policy import AuditPolicy
-from evidex.jobs._common import run_sync
+from evidex.jobs import AuditPolicy, run_sync
 from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
 from evidex.types import Passage, RiskLevel
 

@@ -16,30 +16,38 @@ are a useful first look.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import typer
-from pydantic import BaseModel, ConfigDict, Field
 
 import evidex
 from evidex.cli._app import app, err_console, write_json
+from evidex.cli._demo_types import (
+    INSTALL_HINT,
+    DemoClaim,
+    DemoExample,
+    DemoRun,
+    SkippedStep,
+    StepNote,
+    StepTiming,
+    load_demo,
+)
+from evidex.cli._demo_view import StepProgress, show_run
 from evidex.cli._io import BaseUrlOpt, DbOpt, EchoStore, VerboseOpt, open_db, verbose_logging
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.ports import StorePort
-from evidex.jobs._common import run_sync
+from evidex.jobs import run_sync
 from evidex.judging import Judge
-from evidex.taxonomy import Taxonomy
 from evidex.types import Passage
 
 __all__ = [
     "DEMO_JUDGES",
+    "INSTALL_HINT",
     "DemoClaim",
     "DemoExample",
     "DemoRun",
@@ -71,191 +79,8 @@ JUDGE_OPTIONS: dict[str, dict[str, Any]] = {"local:qwen": {"n_ctx": 8192}}
 """Options for judges the demo builds from a spec. An 8192-token window lets local:qwen grade
 the answer's six claims in one call with room for a retry; in its default 4096 window the audit
 job splits them into three calls, each paying again for the ~1,300-token prompt."""
-INSTALL_HINT = "make llm (in a clone of the repository) or pip install 'evidex[llm]'"
-
-# ---------------------------------------------------------------------------- the example
-
-
-class DemoClaim(BaseModel):
-    """One sentence of the demo answer with the author's grade of it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    claim: str
-    expected: Literal["fully_supported", "partially_supported", "inferred", "unsupported"]
-    contradicted: bool = False
-    evidence: list[str] = Field(default_factory=list)
-    note: str
-
-
-class DemoAnswer(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    answer_id: str
-    text: str
-    claims: list[DemoClaim]
-    expected_decision: Literal["publish", "review", "block"]
-
-
-class DemoClassify(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    input: str
-    passage_ids: list[str]
-    taxonomy: Taxonomy
-    expected_labels: list[str]
-
-
-class DemoExample(BaseModel):
-    """The bundled example: retrieval result, answer to audit, ticket to classify, and the
-    author's expected labels for each."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    description: str
-    query: str
-    passages: list[Passage]
-    expected_tiers: dict[str, str]
-    answer: DemoAnswer
-    classify: DemoClassify
-
-    def passage(self, passage_id: str) -> Passage:
-        for p in self.passages:
-            if p.passage_id == passage_id:
-                return p
-        raise KeyError(passage_id)
-
-
-def load_demo() -> DemoExample:
-    """The bundled example, read from package data."""
-    raw = resources.files("evidex").joinpath("data/examples/demo.json").read_text("utf-8")
-    return DemoExample.model_validate(json.loads(raw))
-
 
 # ---------------------------------------------------------------------------- the run
-
-
-class StepNote(BaseModel):
-    """A progress report: a step started (with its judge and a time notice), ended or was
-    skipped."""
-
-    step: str
-    status: Literal["start", "done", "skipped"]
-    index: int
-    of: int
-    judge_id: str | None = None
-    seconds: float | None = None
-    message: str | None = None
-
-
-class SkippedStep(BaseModel):
-    step: str
-    judge: str
-    reason: str
-
-
-class StepTiming(BaseModel):
-    step: str
-    judge_id: str | None
-    seconds: float
-
-
-class ClaimCheck(BaseModel):
-    """The judge's grade of one claim beside the author's."""
-
-    claim: str
-    expected: str
-    expected_contradicted: bool
-    judged: str | None
-    contradicted: bool | None
-    agrees: bool
-
-
-class DemoRun(BaseModel):
-    """Everything the demo computed; :meth:`report` is the JSON written next to the tables."""
-
-    example: DemoExample
-    judges: dict[str, str]
-    rerank: evidex.RerankResult
-    tier: evidex.TierResult
-    context: evidex.SelectedContext
-    audit: evidex.AuditResult | None = None
-    classify: evidex.ClassifyResult | None = None
-    skipped: list[SkippedStep] = Field(default_factory=list)
-    timings: list[StepTiming] = Field(default_factory=list)
-
-    def tier_agreement(self) -> tuple[int, int]:
-        """(passages whose tier is the author's, passages)."""
-        rows = self.tier.classifications
-        same = sum(self.example.expected_tiers.get(a.passage_id) == a.tier for a in rows)
-        return same, len(rows)
-
-    def claim_checks(self) -> list[ClaimCheck]:
-        """The author's claims in answer order, each with the judge's grade (matched by text)."""
-        judged = {c.claim_text: c for c in (self.audit.claims if self.audit else [])}
-        checks = []
-        for planted in self.example.answer.claims:
-            got = judged.get(planted.claim)
-            checks.append(
-                ClaimCheck(
-                    claim=planted.claim,
-                    expected=planted.expected,
-                    expected_contradicted=planted.contradicted,
-                    judged=got.classification if got else None,
-                    contradicted=got.contradicted if got else None,
-                    agrees=got is not None
-                    and got.classification == planted.expected
-                    and got.contradicted == planted.contradicted,
-                )
-            )
-        return checks
-
-    def label_agreement(self) -> bool | None:
-        if self.classify is None:
-            return None
-        return sorted(self.classify.labels) == sorted(self.example.classify.expected_labels)
-
-    def fallbacks(self) -> dict[str, int]:
-        """Steps whose results (or parts of them) are fallbacks, with how many."""
-        counts = {
-            "rerank": int(self.rerank.source == "fallback"),
-            "tier": sum(a.source == "fallback" for a in self.tier.classifications),
-            "audit": sum(c.source == "fallback" for c in self.audit.claims) if self.audit else 0,
-            "classify": int(self.classify is not None and self.classify.source == "fallback"),
-        }
-        return {step: n for step, n in counts.items() if n}
-
-    def report(self) -> dict[str, Any]:
-        """The full JSON: every job's own report plus the comparisons with the author's labels."""
-        same, total = self.tier_agreement()
-        checks = self.claim_checks()
-        return {
-            "question": self.example.query,
-            "answer": self.example.answer.text,
-            "judges": self.judges,
-            "rerank": self.rerank.report(),
-            "tier": self.tier.report()
-            | {"expected_tiers": self.example.expected_tiers, "agreement": [same, total]},
-            "context": self.context.model_dump(mode="json"),
-            "audit": None
-            if self.audit is None
-            else self.audit.report()
-            | {
-                "expected": [c.model_dump(mode="json") for c in checks],
-                "agreement": [sum(c.agrees for c in checks), len(checks)],
-            },
-            "classify": None
-            if self.classify is None
-            else self.classify.report()
-            | {
-                "classify_input": self.example.classify.input,
-                "expected_labels": self.example.classify.expected_labels,
-                "agrees": self.label_agreement(),
-            },
-            "skipped": [s.model_dump() for s in self.skipped],
-            "timings": [t.model_dump() for t in self.timings],
-        }
-
 
 Listener = Callable[[StepNote], None]
 STEPS = ("rerank", "tier", "select_context", "audit", "classify")
@@ -457,6 +282,16 @@ class _Clock:
 # ---------------------------------------------------------------------------- the command
 
 
+def _step_judge(step: str) -> Any:
+    """The ``--STEP-judge`` option of one step, its default named in the help."""
+    return typer.Option(
+        f"--{step}-judge",
+        metavar="SPEC",
+        show_default=False,
+        help=f"Judge of the {step} step. Default: {DEMO_JUDGES[step]}.",
+    )
+
+
 @app.command("demo")
 def demo_command(
     judge: Annotated[
@@ -470,42 +305,10 @@ def demo_command(
             "options below win over it.",
         ),
     ] = None,
-    rerank_judge: Annotated[
-        str | None,
-        typer.Option(
-            "--rerank-judge",
-            metavar="SPEC",
-            show_default=False,
-            help="Judge of the rerank step. Default: local:minilm.",
-        ),
-    ] = None,
-    tier_judge: Annotated[
-        str | None,
-        typer.Option(
-            "--tier-judge",
-            metavar="SPEC",
-            show_default=False,
-            help="Judge of the tier step. Default: local:minilm.",
-        ),
-    ] = None,
-    audit_judge: Annotated[
-        str | None,
-        typer.Option(
-            "--audit-judge",
-            metavar="SPEC",
-            show_default=False,
-            help="Judge of the audit step. Default: local:qwen.",
-        ),
-    ] = None,
-    classify_judge: Annotated[
-        str | None,
-        typer.Option(
-            "--classify-judge",
-            metavar="SPEC",
-            show_default=False,
-            help="Judge of the classify step. Default: local:qwen.",
-        ),
-    ] = None,
+    rerank_judge: Annotated[str | None, _step_judge("rerank")] = None,
+    tier_judge: Annotated[str | None, _step_judge("tier")] = None,
+    audit_judge: Annotated[str | None, _step_judge("audit")] = None,
+    classify_judge: Annotated[str | None, _step_judge("classify")] = None,
     base_url: BaseUrlOpt = None,
     budget: Annotated[
         int,
@@ -537,8 +340,6 @@ def demo_command(
     shown next to the example author's labels. Without the llm extra the LLM steps are skipped
     with the command that installs it.
     """
-    from evidex.cli._demo_view import StepProgress, show_run
-
     chosen = {
         job: spec
         for job, spec in {

@@ -33,7 +33,7 @@ from evidex.cli._io import (
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
-from evidex.jobs._common import run_sync
+from evidex.jobs import run_sync
 from evidex.jobs.rerank import (
     DEFAULT_STEP,
     DEFAULT_TOP_K,

@@ -30,7 +30,7 @@ from evidex.evaluate.golden import TierGolden
 from evidex.evaluate.registry import EvalOptions
 from evidex.evaluate.run import aevaluate, load_records
 from evidex.harness.ports import StorePort
-from evidex.jobs._common import resolve_judge, run_sync
+from evidex.jobs import resolve_judge, run_sync
 from evidex.judging import Judge
 
 __all__ = ["acalibrate_tier", "calibrate_tier"]

@@ -17,7 +17,7 @@ from typing import Any
 
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs._common import run_sync
+from evidex.jobs import run_sync
 from evidex.jobs.tier import atier
 from evidex.judging import Judge
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme

@@ -43,6 +43,7 @@ from evidex.evaluate.golden import (
     read_jsonl,
     tiers_from_grades,
 )
+from evidex.evaluate.layouts import LAYOUTS, layout_job
 from evidex.taxonomy import Taxonomy
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 
@@ -95,25 +96,6 @@ SCIFACT_CONSTRAINTS = (
 )
 """Extra prompt rules for SciFact: what the input is, and what to quote when abstaining."""
 
-_LAYOUTS: dict[str, tuple[str, ...]] = {
-    # job → files (relative to the folder) that identify its data set layout
-    "rerank": ("queries.tsv", "qrels.txt", "passages.jsonl", "bm25_top100.run"),
-    "classify": ("claims_train.jsonl", "corpus.jsonl"),
-    "audit": ("oracle_chunks/dev.jsonl",),
-}
-
-
-def layout_job(root: str | Path) -> str | None:
-    """The job whose data set layout the folder ``root`` has (rerank, classify, audit), or
-    None. A TREC DL folder also serves tier; name the job to get that."""
-    root = Path(root)
-    for job, files in _LAYOUTS.items():
-        if all((root / f).is_file() for f in files):
-            return job
-    if (root / "qrels_dev.txt").is_file():
-        return "tier"
-    return None
-
 
 def load_layout(root: str | Path, job: str, extra: Mapping[str, Any] | None = None) -> list[Any]:
     """Golden records of ``job`` from a data set folder (see the module docstring).
@@ -131,7 +113,7 @@ def load_layout(root: str | Path, job: str, extra: Mapping[str, Any] | None = No
         records = llmjudge_tier(root, scheme)
     elif job == "tier" and (root / "qrels.txt").is_file():
         records = trec_dl_tier(root, scheme)
-    elif job in _LAYOUTS and layout_job(root) == job:
+    elif job in LAYOUTS and layout_job(root) == job:
         if job == "rerank":
             pool = str(extra.get("pool", "run"))
             if pool not in ("run", "judged"):
@@ -142,7 +124,7 @@ def load_layout(root: str | Path, job: str, extra: Mapping[str, Any] | None = No
     else:
         wanted = {
             "tier": "qrels_dev.txt (LLMJudge) or qrels.txt (TREC DL)",
-            **{j: ", ".join(files) for j, files in _LAYOUTS.items()},
+            **{j: ", ".join(files) for j, files in LAYOUTS.items()},
         }
         raise ConfigError(
             f"{root} is a folder without the {job} data layout; expected "

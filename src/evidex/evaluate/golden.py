@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evidex.errors import InputError
+from evidex.evaluate.layouts import layout_job
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 
 __all__ = [
@@ -178,10 +179,8 @@ def write_jsonl(path: str | Path, records: Iterable[BaseModel | dict[str, Any]])
 
 def detect_job(path: str | Path) -> str:
     """Which job a golden file is for, from the fields of its first record (for a data set
-    folder: from its layout, see :func:`evidex.evaluate.datasets.layout_job`)."""
+    folder: from its layout, see :func:`evidex.evaluate.layouts.layout_job`)."""
     if Path(path).is_dir():
-        from evidex.evaluate.datasets import layout_job
-
         job = layout_job(path)
         if job is None:
             raise InputError("not a known data set folder; name the job", where=str(path))

@@ -30,7 +30,7 @@ from evidex.evaluate.golden import read_jsonl
 from evidex.evaluate.registry import EvalOptions, Evaluator, get_evaluator
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs._common import resolve_judge, resolve_store, run_sync
+from evidex.jobs import resolve_judge, resolve_store, run_sync
 from evidex.judging import Judge
 
 __all__ = [
