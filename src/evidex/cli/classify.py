@@ -35,7 +35,7 @@ from evidex.cli._io import (
     verbose_logging,
 )
 from evidex.errors import InputError, UsageError
-from evidex.jobs._common import run_sync
+from evidex.jobs import run_sync
 from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
 from evidex.jobs.consistency import consistency_check
 from evidex.loaders import load_classify_examples

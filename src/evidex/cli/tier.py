@@ -27,7 +27,7 @@ from evidex.cli._io import (
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
-from evidex.jobs._common import run_sync
+from evidex.jobs import run_sync
 from evidex.jobs.select import select_context
 from evidex.jobs.tier import DEFAULT_BATCH, TierResult, tier
 from evidex.loaders import load_examples
