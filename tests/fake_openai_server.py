@@ -5,13 +5,19 @@ the ``openai:MODEL`` judge to run through the real SDK and the real network stac
 the faults that a mock transport cannot: slow answers, dropped connections, rate limits, servers
 that reject ``response_format``. Standard library only, so it starts in milliseconds.
 
-Each chat request takes the next behaviour from :attr:`FakeOpenAIServer.script`; every request
-is recorded (path, headers, JSON body) so tests can assert what the judge sent.
+Each chat request takes the next behaviour from :attr:`FakeOpenAIServer.script` (or
+:attr:`FakeOpenAIServer.default` once the script is empty); every request is recorded (path,
+headers, JSON body) so tests can assert what the judge sent, and the chat requests in flight are
+counted (:attr:`FakeOpenAIServer.peak_in_flight`). :func:`tier_reply_for` and
+:func:`score_reply_for` build valid replies from a request, for load tests that cannot script
+each answer.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import socket
 import threading
 import time
@@ -29,7 +35,10 @@ __all__ = [
     "Reply",
     "Status",
     "closed_port",
+    "passages_in",
+    "score_reply_for",
     "serve",
+    "tier_reply_for",
 ]
 
 
@@ -101,15 +110,31 @@ class FakeOpenAIServer:
 
     reported_model = "fake-model-2025-01-01"
 
-    def __init__(self) -> None:
+    def __init__(self, *, backlog: int | None = None) -> None:
+        """``backlog``: the listen queue (default the standard library's 5); a load test that
+        opens hundreds of connections at once needs more, or the kernel drops some."""
         self.script: list[Behaviour] = []
         self.requests: list[Recorded] = []
         self.unscripted = 0
-        """Chat requests that arrived with an empty script (answered 500)."""
+        """Chat requests that arrived with an empty script and no default (answered 500)."""
+        self.default: Behaviour | None = None
+        """The behaviour of every chat request once the script is empty; None: HTTP 500."""
+        self.in_flight = 0
+        """Chat requests received and not yet answered."""
+        self.peak_in_flight = 0
+        """The most chat requests ever in flight at once."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
-        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self))
+        self._httpd = _Server(("127.0.0.1", 0), _handler_for(self), bind_and_activate=False)
+        if backlog is not None:
+            self._httpd.request_queue_size = backlog
+        try:
+            self._httpd.server_bind()
+            self._httpd.server_activate()
+        except OSError:
+            self._httpd.server_close()
+            raise
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -152,10 +177,17 @@ class FakeOpenAIServer:
             self.requests.append(item)
             if not item.path.endswith("/chat/completions"):
                 return None
+            if not self.script and self.default is not None:
+                return self.default
             if not self.script:
                 self.unscripted += 1
                 return Status(500, "the fake server has no scripted behaviour left")
             return self.script.pop(0)
+
+    def _in_flight(self, delta: int) -> None:
+        with self._lock:
+            self.in_flight += delta
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
 
     def _track(self, conn: socket.socket, *, add: bool) -> None:
         with self._lock:
@@ -210,7 +242,15 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             behaviour = server._record(Recorded("POST", self.path, self._headers(), body))
             if behaviour is None:
                 self._json(404, _error(f"no route {self.path}", "not_found"))
-            elif isinstance(behaviour, Close):
+                return
+            server._in_flight(+1)
+            try:
+                self._answer(behaviour, body)
+            finally:
+                server._in_flight(-1)
+
+        def _answer(self, behaviour: Behaviour, body: dict[str, Any]) -> None:
+            if isinstance(behaviour, Close):
                 self.close_connection = True
             elif isinstance(behaviour, Raw):
                 self._send(behaviour.code, behaviour.body.encode("utf-8"), behaviour.content_type)
@@ -277,10 +317,77 @@ def _error(message: str, kind: str, param: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": None}}
 
 
+# ---------------------------------------------------------------------- replies from the request
+
+_ARRAY_START = re.compile(r"\[\s*\{")
+_DEFAULT_TIER_NAMES = ("directly-supporting", "contextually-relevant", "irrelevant")
+
+
+def passages_in(body: dict[str, Any]) -> list[dict[str, str]]:
+    """The passages a chat request shows the model: the first JSON array of ``{passage_id,
+    text}`` objects in the first user message (the tasks render them with ``passages_json``;
+    a re-ask appends messages and does not repeat them)."""
+    decoder = json.JSONDecoder()
+    user = next((m for m in body.get("messages", []) if m.get("role") == "user"), None)
+    content = str((user or {}).get("content") or "")
+    for match in _ARRAY_START.finditer(content):
+        try:
+            value, _ = decoder.raw_decode(content, match.start())
+        except ValueError:
+            continue
+        if isinstance(value, list) and all(
+            isinstance(v, dict) and {"passage_id", "text"} <= set(v) for v in value
+        ):
+            return [{"passage_id": str(v["passage_id"]), "text": str(v["text"])} for v in value]
+    return []
+
+
+def _pick(passage_id: str, n: int) -> int:
+    return int(hashlib.sha256(passage_id.encode()).hexdigest()[:8], 16) % n
+
+
+def tier_reply_for(body: dict[str, Any]) -> str:
+    """A tier reply that passes validation for the passages of ``body``: one tier each (from
+    the request's schema, picked by a hash of the id) and a snippet copied from the text.
+
+    Use as ``Reply(tier_reply_for, delay_s=...)``."""
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    try:
+        names = list(schema["properties"]["classifications"]["items"]["properties"]["tier"]["enum"])
+    except (KeyError, TypeError):
+        names = list(_DEFAULT_TIER_NAMES)
+    items = []
+    for p in passages_in(body):
+        quote = " ".join(p["text"].split()[:5])
+        items.append(
+            {
+                "passage_id": p["passage_id"],
+                "tier": names[_pick(p["passage_id"], len(names))],
+                "justification": f"It says {quote}.",
+                "key_evidence_snippet": quote,
+            }
+        )
+    return json.dumps({"classifications": items})
+
+
+def score_reply_for(body: dict[str, Any]) -> str:
+    """A pointwise rerank reply (``rerank.score``) that passes validation for the passages of
+    ``body``: one score in [0, 1] each, picked by a hash of the id."""
+    scores = [
+        {
+            "passage_id": p["passage_id"],
+            "relevance_score": _pick(p["passage_id"], 101) / 100,
+            "justification": f"It says {' '.join(p['text'].split()[:5])}.",
+        }
+        for p in passages_in(body)
+    ]
+    return json.dumps({"scores": scores})
+
+
 @contextmanager
-def serve() -> Iterator[FakeOpenAIServer]:
+def serve(*, backlog: int | None = None) -> Iterator[FakeOpenAIServer]:
     """Run a fresh server on a free loopback port for the ``with`` block."""
-    server = FakeOpenAIServer()
+    server = FakeOpenAIServer(backlog=backlog)
     server.start()
     try:
         yield server
