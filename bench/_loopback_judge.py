@@ -1,0 +1,217 @@
+"""A scripted OpenAI-compatible judge server on loopback, for the API-path benchmark.
+
+    python bench/_loopback_judge.py [--latency-ms 300] [--port 0]
+
+Every ``POST /v1/chat/completions`` is answered after a fixed latency with a valid tier reply
+for the passages the request carries: the passages are read from the JSON data block of the
+prompt (``tasks/tier.py`` renders them with ``passages_json``), the tier names from the
+request's ``response_format`` schema (else from the prompt's reply template), and each passage
+gets one tier and a snippet copied verbatim from its text, so the harness validates every reply
+and nothing falls back. A request whose passages cannot be found is answered with an empty
+object (the harness then re-asks and, in the end, falls back: the benchmark reports it).
+
+``GET /stats`` returns the request count, the peak of chat requests in flight at once and the
+requests it could not read; ``POST /stats/reset`` zeroes them. The server runs in its own
+process (uvicorn + starlette, one event loop), so it sustains hundreds of concurrent
+connections and its CPU time is not counted as the client's. It prints ``port N`` on its first
+line of stdout once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import re
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+DEFAULT_TIERS = ["directly-supporting", "contextually-relevant", "irrelevant"]
+_ARRAY_START = re.compile(r"\[\s*\{")
+_TIER_NAMES = re.compile(r'"tier": "([^"]+)"')
+
+
+def passages_of(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
+    """The passages of a tier request: the first JSON array of ``{passage_id, text}`` objects in
+    the first user message (re-asks append messages after it and never repeat the block)."""
+    decoder = json.JSONDecoder()
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        content = str(message.get("content") or "")
+        for match in _ARRAY_START.finditer(content):
+            try:
+                value, _ = decoder.raw_decode(content, match.start())
+            except ValueError:
+                continue
+            if (
+                isinstance(value, list)
+                and value
+                and all(isinstance(v, dict) and {"passage_id", "text"} <= set(v) for v in value)
+            ):
+                return [{"passage_id": str(v["passage_id"]), "text": str(v["text"])} for v in value]
+        return []
+    return []
+
+
+def tier_names(body: dict[str, Any]) -> list[str]:
+    """Tier names from the reply schema the request sent, else from the prompt's template."""
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    try:
+        names = schema["properties"]["classifications"]["items"]["properties"]["tier"]["enum"]
+    except (KeyError, TypeError):
+        names = None
+    if names:
+        return [str(n) for n in names]
+    text = "\n".join(str(m.get("content") or "") for m in body.get("messages", []))
+    found = _TIER_NAMES.search(text)
+    return [n.strip() for n in found.group(1).split("|")] if found else DEFAULT_TIERS
+
+
+def snippet(text: str, limit: int = 60) -> str:
+    """A verbatim span of ``text``: its start, cut at a word boundary."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", 0, limit)
+    return text[: cut if cut > 0 else limit].rstrip()
+
+
+def tier_reply(body: dict[str, Any]) -> dict[str, Any] | None:
+    """A reply that passes the tier step's validation, or None if the request has no passages.
+
+    The tier of a passage is picked from a hash of its id, so a run sees every tier and the
+    same passage always gets the same one."""
+    passages = passages_of(body.get("messages", []))
+    if not passages:
+        return None
+    names = tier_names(body)
+    items = []
+    for p in passages:
+        pick = int(hashlib.sha256(p["passage_id"].encode()).hexdigest()[:8], 16) % len(names)
+        quote = snippet(p["text"])
+        items.append(
+            {
+                "passage_id": p["passage_id"],
+                "tier": names[pick],
+                "justification": f"It says {quote}.",
+                "key_evidence_snippet": quote,
+            }
+        )
+    return {"classifications": items}
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests = 0
+        self.in_flight = 0
+        self.peak_in_flight = 0
+        self.unreadable = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "requests": self.requests,
+            "in_flight": self.in_flight,
+            "peak_in_flight": self.peak_in_flight,
+            "unreadable": self.unreadable,
+        }
+
+
+def build_app(latency_s: float) -> Starlette:
+    stats = Stats()
+
+    async def chat(request: Request) -> JSONResponse:
+        stats.requests += 1
+        stats.in_flight += 1
+        stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
+        try:
+            body = await request.json()
+            await asyncio.sleep(latency_s)
+            reply = tier_reply(body)
+            if reply is None:
+                stats.unreadable += 1
+                reply = {}
+            return JSONResponse(completion(str(body.get("model", "bench-model")), reply))
+        finally:
+            stats.in_flight -= 1
+
+    async def models(_: Request) -> JSONResponse:
+        model = {"id": "bench-model", "object": "model", "owned_by": "bench"}
+        return JSONResponse({"object": "list", "data": [model]})
+
+    async def get_stats(_: Request) -> JSONResponse:
+        return JSONResponse(stats.as_dict())
+
+    async def reset_stats(_: Request) -> JSONResponse:
+        stats.reset()
+        return JSONResponse(stats.as_dict())
+
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/stats", get_stats, methods=["GET"]),
+            Route("/stats/reset", reset_stats, methods=["POST"]),
+        ]
+    )
+
+
+def completion(model: str, reply: dict[str, Any]) -> dict[str, Any]:
+    text = json.dumps(reply, ensure_ascii=False)
+    return {
+        "id": f"chatcmpl-{time.monotonic_ns()}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": 0,
+            "completion_tokens": len(text) // 4,
+            "total_tokens": len(text) // 4,
+        },
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency-ms", type=float, default=300.0)
+    parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    args = parser.parse_args(argv)
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", args.port))
+    print(f"port {sock.getsockname()[1]}", flush=True)
+    config = uvicorn.Config(
+        build_app(args.latency_ms / 1000),
+        log_level="warning",
+        access_log=False,
+        backlog=2048,
+        timeout_keep_alive=30,
+    )
+    uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
