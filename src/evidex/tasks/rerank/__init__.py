@@ -1,0 +1,60 @@
+"""The rerank task: order candidate passages by relevance to a query, with justifications.
+
+Three pure exchanges, one per kind of judge request:
+
+- :class:`RerankStep` (:mod:`.listwise`) ranks a list of passages in one call (the spec's
+  prompt). The ``allpairs`` strategy sends every candidate at once; ``listwise`` sends sliding
+  windows of them.
+- :class:`PairStep` (:mod:`.pairwise`) asks which of two passages is more relevant (the
+  ``pairwise`` strategy).
+- :class:`ScoreStep` (:mod:`.pointwise`) asks for one relevance score per passage (the
+  ``pointwise`` strategy).
+
+Beside them: the prompt templates (:mod:`.prompts`), the values and batches (:mod:`.models`),
+the reply checks (:mod:`.checks`) and the justification flags (:mod:`.flags`). Orchestration
+(the cut to ``top_n``, windows, the comparison sort, metrics) is in :mod:`evidex.jobs.rerank`.
+
+Like every task, this package is pure: it may import :mod:`evidex.types`,
+:mod:`evidex.errors`, :mod:`evidex.judging`, :mod:`evidex._text`, :mod:`evidex.taxonomy`, the
+rest of :mod:`evidex.tasks`, pydantic and the standard library; no I/O, harness or jobs. Other
+packages import the names below from here, not from the modules.
+"""
+
+from evidex.tasks.rerank.flags import flag_event, justification_flag
+from evidex.tasks.rerank.listwise import RerankStep
+from evidex.tasks.rerank.models import (
+    STRATEGIES,
+    Exclusion,
+    PairBatch,
+    PairVerdict,
+    PassageScore,
+    RankedPassage,
+    RerankBatch,
+    RerankBatchValue,
+    ScoreBatch,
+    ScoreBatchValue,
+)
+from evidex.tasks.rerank.pairwise import PairStep
+from evidex.tasks.rerank.pointwise import ScoreStep
+from evidex.tasks.rerank.prompts import PAIR_TEMPLATE, RERANK_TEMPLATE, SCORE_TEMPLATE
+
+__all__ = [
+    "PAIR_TEMPLATE",
+    "RERANK_TEMPLATE",
+    "SCORE_TEMPLATE",
+    "STRATEGIES",
+    "Exclusion",
+    "PairBatch",
+    "PairStep",
+    "PairVerdict",
+    "PassageScore",
+    "RankedPassage",
+    "RerankBatch",
+    "RerankBatchValue",
+    "RerankStep",
+    "ScoreBatch",
+    "ScoreBatchValue",
+    "ScoreStep",
+    "flag_event",
+    "justification_flag",
+]

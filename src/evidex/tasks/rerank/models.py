@@ -1,0 +1,124 @@
+"""The rerank values and batches: ranked passages, verdicts and scores; what one call is given,
+and what the cache and the audit log record of it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from evidex.tasks.base import BatchInfo
+from evidex.types import Passage, Source
+
+__all__ = [
+    "STRATEGIES",
+    "Exclusion",
+    "PairBatch",
+    "PairVerdict",
+    "PassageScore",
+    "RankedPassage",
+    "RerankBatch",
+    "RerankBatchValue",
+    "ScoreBatch",
+    "ScoreBatchValue",
+    "Strategy",
+    "batch_info",
+    "batch_material",
+    "passage_items",
+]
+
+Strategy = Literal["allpairs", "pairwise", "listwise", "pointwise"]
+STRATEGIES: tuple[str, ...] = ("allpairs", "pairwise", "listwise", "pointwise")
+
+
+class RankedPassage(BaseModel):
+    """One passage in a ranking, with where its position came from."""
+
+    rank: int
+    passage_id: str
+    relevance_score: float | None = None
+    justification: str
+    source: Source | None = "judge"
+    """None when no judge placed this passage (below the ``top_n`` cut, outside a top-k)."""
+    reason: str | None = Field(default=None, description="why a fallback or cut was applied")
+    duplicate_of: str | None = None
+    excluded: str | None = Field(
+        default=None, description="the judge's reason when it excluded this passage"
+    )
+
+
+class Exclusion(BaseModel):
+    """A passage the judge left out of its ranking on purpose, with its reason."""
+
+    passage_id: str
+    reason: str
+
+
+class RerankBatchValue(BaseModel):
+    """A validated ranking of one batch (all candidates, or one listwise window)."""
+
+    ranked_passages: list[RankedPassage]
+    excluded: list[Exclusion] = Field(default_factory=list)
+
+
+class PairVerdict(BaseModel):
+    """Which of two passages won; ``winner`` is None when the comparison fell back (a tie)."""
+
+    winner: Literal["A", "B"] | None
+    justification: str = ""
+
+
+class PassageScore(BaseModel):
+    passage_id: str
+    relevance_score: float
+    justification: str = ""
+
+
+class ScoreBatchValue(BaseModel):
+    scores: list[PassageScore]
+
+
+@dataclass(frozen=True)
+class RerankBatch:
+    """Passages to rank in one call, in their current order (retrieval order at first)."""
+
+    query: str
+    passages: tuple[Passage, ...]
+    strategy: str = "allpairs"
+
+
+@dataclass(frozen=True)
+class PairBatch:
+    query: str
+    a: Passage
+    b: Passage
+
+
+@dataclass(frozen=True)
+class ScoreBatch:
+    query: str
+    passages: tuple[Passage, ...]
+
+
+def passage_items(passages: Sequence[Passage]) -> list[dict[str, str]]:
+    return [{"passage_id": p.passage_id, "text": p.text} for p in passages]
+
+
+def batch_material(query: str, passages: Sequence[Passage], strategy: str) -> dict[str, Any]:
+    """Cache material: the query, the passages in the order shown (order sways a judge) and
+    the strategy; the harness adds the prompt version and the judge."""
+    return {
+        "query": query.strip(),
+        "passages": [[p.passage_id, p.text] for p in passages],
+        "strategy": strategy,
+    }
+
+
+def batch_info(query: str, passages: Sequence[Passage], strategy: str, flag: str) -> BatchInfo:
+    return BatchInfo(
+        query=query,
+        passage_ids=tuple(p.passage_id for p in passages),
+        extra={"strategy": strategy, "flag": flag},
+    )

@@ -1,0 +1,116 @@
+"""The ``pointwise`` exchange: one relevance score per passage."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest, passages_json
+from evidex.tasks.rerank.checks import id_errors, score_of
+from evidex.tasks.rerank.models import (
+    PassageScore,
+    ScoreBatch,
+    ScoreBatchValue,
+    batch_info,
+    batch_material,
+    passage_items,
+)
+from evidex.tasks.rerank.prompts import SCORE_TEMPLATE
+
+__all__ = ["ScoreStep"]
+
+
+class ScoreStep:
+    """One relevance score per passage (pointwise). Falls back to the retrieval order, given
+    as descending pseudo-scores and marked ``fallback``."""
+
+    job = "rerank"
+    name = "rerank.score"
+    template = SCORE_TEMPLATE
+    max_attempts = 2
+    value_type = ScoreBatchValue
+
+    def request(self, batch: ScoreBatch) -> StepRequest:
+        ids = [p.passage_id for p in batch.passages]
+        values = {
+            "QUERY": batch.query,
+            "PASSAGES": passages_json(passage_items(batch.passages)),
+            "COUNT": str(len(ids)),
+        }
+        return StepRequest(
+            messages=self.template.render(values),
+            schema={
+                "type": "object",
+                "properties": {
+                    "scores": {
+                        "type": "array",
+                        "minItems": len(ids),
+                        "maxItems": len(ids),
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "passage_id": {"type": "string", "enum": ids},
+                                "relevance_score": {"type": "number"},
+                                "justification": {"type": "string"},
+                            },
+                            "required": ["passage_id", "relevance_score"],
+                        },
+                    }
+                },
+                "required": ["scores"],
+            },
+            payload={"query": batch.query, "passages": passage_items(batch.passages)},
+            max_tokens=60 * len(ids) + 80,
+        )
+
+    def validate(self, batch: ScoreBatch, data: Any) -> ScoreBatchValue:
+        if not isinstance(data, dict) or not isinstance(data.get("scores"), list):
+            raise ReplyInvalid(['the reply must be a JSON object with a "scores" list'])
+        by_id = {p.passage_id: p for p in batch.passages}
+        entries = [e for e in data["scores"] if isinstance(e, dict)]
+        seen = Counter(str(e.get("passage_id")) for e in entries)
+        errors = id_errors(seen, by_id, "score")
+        errors += [
+            f"passage_id {pid!r} is missing; score every passage"
+            for pid in by_id
+            if pid not in seen
+        ]
+        if len(entries) != len(data["scores"]):
+            errors.append("every entry of scores must be an object")
+        scores: dict[str, PassageScore] = {}
+        for entry in entries:
+            pid = str(entry.get("passage_id"))
+            score = score_of(entry.get("relevance_score"))
+            if score is None:
+                errors.append(f"passage {pid!r}: relevance_score must be a number")
+            elif pid in by_id and seen[pid] == 1:
+                scores[pid] = PassageScore(
+                    passage_id=pid,
+                    relevance_score=score,
+                    justification=str(entry.get("justification") or "").strip(),
+                )
+        if errors:
+            raise ReplyInvalid(errors)
+        return ScoreBatchValue(scores=[scores[p.passage_id] for p in batch.passages])
+
+    def fallback(self, batch: ScoreBatch, reason: str) -> ScoreBatchValue:
+        n = len(batch.passages)
+        return ScoreBatchValue(
+            scores=[
+                PassageScore(
+                    passage_id=p.passage_id,
+                    relevance_score=float(n - i),
+                    justification=f"Fallback: retrieval order kept ({reason})",
+                )
+                for i, p in enumerate(batch.passages)
+            ]
+        )
+
+    def cache_material(self, batch: ScoreBatch) -> Any:
+        return batch_material(batch.query, batch.passages, "pointwise")
+
+    def describe(self, batch: ScoreBatch) -> BatchInfo:
+        return batch_info(batch.query, batch.passages, "pointwise", "offline review of the ranking")
+
+    def labels(self, value: ScoreBatchValue) -> Any:
+        return {s.passage_id: round(s.relevance_score, 4) for s in value.scores}
