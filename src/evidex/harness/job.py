@@ -24,6 +24,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
+from pydantic import BaseModel
+
 from evidex.harness.ports import ReviewRequest
 from evidex.types import Event, Source, Usage
 
@@ -42,7 +44,7 @@ In_contra = TypeVar("In_contra", contravariant=True)
 D = TypeVar("D")
 Out = TypeVar("Out")
 B = TypeVar("B")
-V = TypeVar("V")
+V = TypeVar("V", bound=BaseModel)
 
 
 @dataclass(frozen=True)
@@ -117,15 +119,17 @@ class JobRun:
     def review(self, request: ReviewRequest) -> int:
         return self.harness.review(self.ctx, request)
 
-    async def call(self, step: Step[B, Any], batch: B, *, batch_id: str | None = None) -> Any:
+    async def call(
+        self, step: Step[B, V], batch: B, *, batch_id: str | None = None
+    ) -> Outcome[V]:
         """One validated exchange (see :meth:`Harness.call`), counted in the run's totals."""
         outcome = await self.harness.call(step, batch, self.ctx, batch_id=batch_id)
         self.outcomes.append(outcome)
         return outcome
 
     async def map(
-        self, step: Step[B, Any], batches: Sequence[B], *, progress: bool = True
-    ) -> list[Any]:
+        self, step: Step[B, V], batches: Sequence[B], *, progress: bool = True
+    ) -> list[Outcome[V]]:
         """Every batch through the step, outcomes in input order (see :meth:`Harness.map`)."""
         outcomes = await self.harness.map(
             step, batches, self.ctx, on_progress=self.on_progress if progress else None
