@@ -7,6 +7,7 @@ import logging
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -101,3 +102,14 @@ def write_json(data: Any, output: Path | None) -> None:
     else:
         output.write_text(text + "\n", encoding="utf-8")
         err_console.print(f"wrote {output}")
+
+
+def write_lines(lines: Iterable[str], output: Path | None, wrote: str | None = None) -> None:
+    """Write text lines (JSON lines, a TREC run) to ``output`` or stdout; ``wrote`` is what
+    stderr says after writing a file (default: ``wrote FILE``)."""
+    text = "".join(line + "\n" for line in lines)
+    if output is None or str(output) == "-":
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err_console.print(wrote or f"wrote {output}")

@@ -28,7 +28,7 @@ from evidex.config import load_settings
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs import resolve_judge
+from evidex.jobs import resolve_judge, run_sync
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage, RiskLevel
@@ -42,6 +42,7 @@ __all__ = [
     "RiskOpt",
     "VerboseOpt",
     "explain_passage_error",
+    "job_judge",
     "json_line",
     "jsonl_objects",
     "make_judge",
@@ -260,6 +261,21 @@ def make_judge(
     if base_url:
         logger.info("judge endpoint %s", base_url)
     return judge
+
+
+@contextmanager
+def job_judge(
+    spec: str | None,
+    job: str,
+    base_url: str | None = None,
+    option_pairs: Sequence[str] | None = None,
+) -> Iterator[Judge]:
+    """The judge of one command (see :func:`make_judge`), closed when the command ends."""
+    judge = make_judge(spec, job, base_url, option_pairs)
+    try:
+        yield judge
+    finally:
+        run_sync(judge.aclose())
 
 
 @contextmanager

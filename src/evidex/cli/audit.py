@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from evidex.cli._app import app, err_console, write_json
+from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     BaseUrlOpt,
     DbOpt,
@@ -24,14 +24,15 @@ from evidex.cli._io import (
     RiskOpt,
     VerboseOpt,
     explain_passage_error,
-    make_judge,
+    job_judge,
+    json_line,
     open_db,
     progress,
     read_lines,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
-from evidex.jobs import AuditPolicy, run_sync
+from evidex.jobs import AuditPolicy
 from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
 from evidex.types import Passage, RiskLevel
 
@@ -208,25 +209,25 @@ def audit_command(
             )
         except ValidationError as exc:
             raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
-        the_judge = make_judge(judge, "audit", base_url, judge_option)
-        try:
-            with open_db(db) as store, progress(len(items), "answers") as on_progress:
-                result = audit_many(
-                    items,
-                    mode=mode.value,
-                    risk=risk,
-                    policy=policy,
-                    judge=the_judge,
-                    store=EchoStore(store),
-                    on_progress=on_progress,
-                )
-        finally:
-            run_sync(the_judge.aclose())
+        with (
+            job_judge(judge, "audit", base_url, judge_option) as the_judge,
+            open_db(db) as store,
+            progress(len(items), "answers") as on_progress,
+        ):
+            result = audit_many(
+                items,
+                mode=mode.value,
+                risk=risk,
+                policy=policy,
+                judge=the_judge,
+                store=EchoStore(store),
+                on_progress=on_progress,
+            )
         results = list(result.results.values())
         if batch is None:
             write_json(results[0].report(), output)
         else:
-            _write_jsonl(results, output)
+            write_lines([json_line(r.report()) for r in results], output)
         _tell(results)
 
 
@@ -276,15 +277,6 @@ def _inputs(
             answer_id=answer_id,
         )
     ]
-
-
-def _write_jsonl(results: list[AuditResult], output: Path | None) -> None:
-    lines = "".join(json.dumps(r.report(), ensure_ascii=False) + "\n" for r in results)
-    if output is None or str(output) == "-":
-        typer.echo(lines, nl=False)
-    else:
-        output.write_text(lines, encoding="utf-8")
-        err_console.print(f"wrote {output}")
 
 
 def _tell(results: list[AuditResult]) -> None:

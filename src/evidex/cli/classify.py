@@ -15,7 +15,7 @@ import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
-from evidex.cli._app import app, err_console, write_json
+from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     BaseUrlOpt,
     DbOpt,
@@ -26,16 +26,15 @@ from evidex.cli._io import (
     RiskOpt,
     VerboseOpt,
     explain_passage_error,
+    job_judge,
     json_line,
     jsonl_objects,
-    make_judge,
     open_db,
     progress,
     read_passages,
     verbose_logging,
 )
 from evidex.errors import InputError, UsageError
-from evidex.jobs import run_sync
 from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
 from evidex.jobs.consistency import consistency_check
 from evidex.loaders import load_classify_examples
@@ -227,44 +226,35 @@ def classify_command(
             "risk": risk,
             "multi_label": multi_label,
         }
-        the_judge = make_judge(judge, "classify", base_url, judge_option)
-        try:
-            with open_db(db) as store:
-                echo = EchoStore(store)
-                if consistency is not None:
-                    report = consistency_check(
-                        items[0].input,
-                        items[0].passages,
-                        taxonomy,
-                        runs=consistency,
-                        judge=the_judge,
-                        store=echo,
-                        **options,
-                    )
-                    write_json(report.model_dump(mode="json"), output)
-                    return
-                with progress(len(items), "classify") as on_progress:
-                    results = classify_many(
-                        items,
-                        taxonomy,
-                        judge=the_judge,
-                        store=echo,
-                        on_progress=on_progress,
-                        **options,
-                    )
-        finally:
-            run_sync(the_judge.aclose())
+        with (
+            job_judge(judge, "classify", base_url, judge_option) as the_judge,
+            open_db(db) as store,
+        ):
+            echo = EchoStore(store)
+            if consistency is not None:
+                report = consistency_check(
+                    items[0].input,
+                    items[0].passages,
+                    taxonomy,
+                    runs=consistency,
+                    judge=the_judge,
+                    store=echo,
+                    **options,
+                )
+                write_json(report.model_dump(mode="json"), output)
+                return
+            with progress(len(items), "classify") as on_progress:
+                results = classify_many(
+                    items,
+                    taxonomy,
+                    judge=the_judge,
+                    store=echo,
+                    on_progress=on_progress,
+                    **options,
+                )
         if batch is None:
             write_json(results[0].report(), output)
         else:
-            _write_lines([r.report() for r in results], output)
+            lines = [json_line(r.report()) for r in results]
+            write_lines(lines, output, f"wrote {len(lines)} result(s) to {output}")
         _warn(results)
-
-
-def _write_lines(rows: list[dict[str, Any]], output: Path | None) -> None:
-    text = "".join(json_line(row) + "\n" for row in rows)
-    if output is None or str(output) == "-":
-        typer.echo(text, nl=False)
-    else:
-        output.write_text(text, encoding="utf-8")
-        err_console.print(f"wrote {len(rows)} result(s) to {output}")

@@ -22,7 +22,8 @@ from evidex.errors import ConfigError
 from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import CALIBRATION_FILE
 from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
-from evidex.evaluate.golden import write_jsonl
+from evidex.evaluate.golden import read_jsonl, write_jsonl
+from evidex.evaluate.plots import fmt_value
 from evidex.evaluate.registry import EvalOptions, load_file_options
 from evidex.evaluate.review_export import export_tier_reviews
 from evidex.evaluate.run import evaluate, score_predictions
@@ -258,22 +259,23 @@ def calibrate_command(
     console = Console(stderr=True)
     console.print(
         Text(
-            f"kappa {_fmt(record['kappa'])}, linear-weighted "
-            f"{_fmt(record['kappa_linear'])} ({record['judge_id']})"
+            f"kappa {fmt_value(record['kappa'])}, linear-weighted "
+            f"{fmt_value(record['kappa_linear'])} ({record['judge_id']})"
         )
     )
     table = Table(title="disagreements by tier boundary", title_justify="left")
     for name in ("boundary", "judge lower", "judge higher", "share"):
         table.add_column(name)
     for b in record["boundaries"]["adjacent"]:
-        table.add_row(b["boundary"], str(b["down"]), str(b["up"]), _fmt(b["share"]))
+        table.add_row(b["boundary"], str(b["down"]), str(b["up"]), fmt_value(b["share"]))
     console.print(table)
     fitted = record.get("fitted")
     if fitted:
         console.print(
             Text(
                 f"fitted cut points {[round(c, 4) for c in fitted['cut_points']]}: kappa "
-                f"{_fmt(fitted['kappa'])} in sample, {_fmt(fitted['kappa_two_fold'])} two-fold"
+                f"{fmt_value(fitted['kappa'])} in sample, "
+                f"{fmt_value(fitted['kappa_two_fold'])} two-fold"
             )
         )
     console.print(Text(f"wrote {out / CALIBRATION_FILE}"))
@@ -294,7 +296,7 @@ def gate_command(
         table.add_row(
             r.gate,
             r.metric,
-            _fmt(r.value),
+            fmt_value(r.value),
             f"{r.floor:g}",
             Text("pass", style="green") if r.passed else Text("FAIL", style="bold red"),
         )
@@ -340,8 +342,6 @@ def export_command(
 def _texts(path: Path | None) -> dict[str, str]:
     if path is None:
         return {}
-    from evidex.evaluate.golden import read_jsonl
-
     return {
         str(row["passage_id"]): str(row["text"])
         for _, row in read_jsonl(path)
@@ -370,7 +370,7 @@ def _summary(report: dict[str, Any], out: Path) -> None:
     metrics = report["metrics"]
     if "kappa" in metrics:
         interval = report.get("intervals", {}).get("kappa", {})
-        line = f"kappa {_fmt(metrics.get('kappa'))}"
+        line = f"kappa {fmt_value(metrics.get('kappa'))}"
         if interval.get("low") is not None and not math.isnan(interval["low"]):
             line += f" (95% CI {interval['low']:.3f}-{interval['high']:.3f})"
         if "bar" in report:
@@ -383,14 +383,8 @@ def _summary(report: dict[str, Any], out: Path) -> None:
     baseline = report.get("baseline", {})
     for key in shown:
         if key in metrics:
-            extra = f" (retrieval order {_fmt(baseline[key])})" if key in baseline else ""
-            console.print(Text(f"{key} {_fmt(metrics[key])}{extra}"))
+            extra = f" (retrieval order {fmt_value(baseline[key])})" if key in baseline else ""
+            console.print(Text(f"{key} {fmt_value(metrics[key])}{extra}"))
     for warning in report.get("warnings", []):
         console.print(Text(f"warning: {warning}", style="yellow"))
     console.print(Text(f"wrote {out / 'report.json'} and {out / 'report.md'}"))
-
-
-def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "undefined"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)

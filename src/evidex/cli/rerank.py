@@ -8,7 +8,6 @@ passages file are reranked, and those without one keep their run order below the
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -17,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from evidex.cli._app import app, err_console, write_json
+from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     BaseUrlOpt,
     DbOpt,
@@ -26,14 +25,13 @@ from evidex.cli._io import (
     JudgeOptionOpt,
     OutputOpt,
     VerboseOpt,
-    make_judge,
+    job_judge,
     open_db,
     progress,
     read_passages,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
-from evidex.jobs import run_sync
 from evidex.jobs.rerank import (
     DEFAULT_STEP,
     DEFAULT_TOP_K,
@@ -200,29 +198,25 @@ def rerank_command(
         if run is None and (query is None or not query.strip()):
             raise InputError("the query is empty", where="--query")
         items = read_passages(passages)
-        the_judge = make_judge(judge, "rerank", base_url, judge_option)
-        try:
-            with open_db(db) as store:
+        with job_judge(judge, "rerank", base_url, judge_option) as the_judge, open_db(db) as store:
 
-                def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
-                    return rerank(
-                        text,
-                        candidates,
-                        strategy=strategy.value if strategy else None,
-                        top_k=top_k,
-                        top_n=top_n,
-                        window=window,
-                        step=step,
-                        judge=the_judge,
-                        store=EchoStore(store),
-                    )
+            def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
+                return rerank(
+                    text,
+                    candidates,
+                    strategy=strategy.value if strategy else None,
+                    top_k=top_k,
+                    top_n=top_n,
+                    window=window,
+                    step=step,
+                    judge=the_judge,
+                    store=EchoStore(store),
+                )
 
-                if run is not None and queries is not None:
-                    _batch(run, queries, items, one, output)
-                    return
-                result = one(query or "", items)
-        finally:
-            run_sync(the_judge.aclose())
+            if run is not None and queries is not None:
+                _batch(run, queries, items, one, output)
+                return
+            result = one(query or "", items)
         write_json(result.report(limit=top_k), output)
         _warn_fallback([result])
 
@@ -266,22 +260,13 @@ def _batch(
             ]
             if on_progress is not None:
                 on_progress(done, len(run))
-    _write_text(lines, output)
+    write_lines(lines, output)
     err_console.print(
         f"reranked {len(results)} queries; {missing} run entries had no text and kept their "
         "run order below the reranked ones",
         highlight=False,
     )
     _warn_fallback(results)
-
-
-def _write_text(lines: Sequence[str], output: Path | None) -> None:
-    text = "".join(line + "\n" for line in lines)
-    if output is None or str(output) == "-":
-        sys.stdout.write(text)
-    else:
-        output.write_text(text, encoding="utf-8")
-        err_console.print(f"wrote {output}")
 
 
 def _warn_fallback(results: Sequence[RerankResult]) -> None:

@@ -20,14 +20,13 @@ from evidex.cli._io import (
     OutputOpt,
     RiskOpt,
     VerboseOpt,
-    make_judge,
+    job_judge,
     open_db,
     progress,
     read_passages,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
-from evidex.jobs import run_sync
 from evidex.jobs.select import select_context
 from evidex.jobs.tier import DEFAULT_BATCH, TierResult, tier
 from evidex.loaders import load_examples
@@ -65,23 +64,22 @@ def run_tier(
 
     Shared by ``evidex tier`` and ``evidex demo`` so both behave the same way.
     """
-    judge = make_judge(judge_spec, "tier", base_url, judge_option)
     batches = math.ceil(len(passages) / batch_size) if batch_size > 0 else 0
-    try:
-        with progress(batches, "tier batches") as on_progress:
-            return tier(
-                query,
-                passages,
-                judge=judge,
-                store=EchoStore(store),
-                tiers=tiers,
-                examples=examples,
-                risk=risk,
-                batch_size=batch_size,
-                on_progress=on_progress,
-            )
-    finally:
-        run_sync(judge.aclose())
+    with (
+        job_judge(judge_spec, "tier", base_url, judge_option) as judge,
+        progress(batches, "tier batches") as on_progress,
+    ):
+        return tier(
+            query,
+            passages,
+            judge=judge,
+            store=EchoStore(store),
+            tiers=tiers,
+            examples=examples,
+            risk=risk,
+            batch_size=batch_size,
+            on_progress=on_progress,
+        )
 
 
 def report_fallbacks(result: TierResult) -> None:
