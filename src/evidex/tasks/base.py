@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from evidex._text import sha256_hex
 from evidex.judging import Message
+from evidex.types import Passage
 
 __all__ = [
     "ItemGrades",
@@ -25,7 +27,10 @@ __all__ = [
     "Salvaged",
     "Step",
     "StepRequest",
+    "count_ids",
+    "passage_items",
     "passages_json",
+    "reply_list",
 ]
 
 _PLACEHOLDER = re.compile(r"\[([A-Z_]+)\]")
@@ -210,3 +215,21 @@ def passages_json(items: Sequence[Mapping[str, Any]]) -> str:
     """Passages as a JSON array: an unambiguous data block the prompt tells the judge not to
     obey."""
     return json.dumps(list(items), ensure_ascii=False, indent=1)
+
+
+def passage_items(passages: Sequence[Passage]) -> list[dict[str, str]]:
+    """Passages as the judge is shown them: each one's id and text, nothing else."""
+    return [{"passage_id": p.passage_id, "text": p.text} for p in passages]
+
+
+def reply_list(data: Any, key: str) -> list[Any]:
+    """The list a reply holds under ``key``; :class:`ReplyInvalid` when the reply is not a JSON
+    object with such a list."""
+    if not isinstance(data, dict) or not isinstance(data.get(key), list):
+        raise ReplyInvalid([f'the reply must be a JSON object with a "{key}" list'])
+    return list(data[key])
+
+
+def count_ids(items: Sequence[Any], key: str) -> Counter[str]:
+    """How often the items of a reply that are JSON objects give each id under ``key``."""
+    return Counter(str(item.get(key)) for item in items if isinstance(item, dict))

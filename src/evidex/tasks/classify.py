@@ -22,6 +22,7 @@ from evidex.tasks.base import (
     PromptTemplate,
     ReplyInvalid,
     StepRequest,
+    passage_items,
     passages_json,
 )
 from evidex.taxonomy import Taxonomy
@@ -182,7 +183,7 @@ class ClassifyStep:
     # -------------------------------------------------------------- request
 
     def request(self, batch: ClassifyBatch) -> StepRequest:
-        context = [{"passage_id": p.passage_id, "text": p.text} for p in batch.passages]
+        context = passage_items(batch.passages)
         values = {
             "LABELS": batch.taxonomy.render(),
             "CONSTRAINTS": render_constraints(batch),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,7 +23,10 @@ from evidex.tasks.base import (
     ReplyInvalid,
     Salvaged,
     StepRequest,
+    count_ids,
+    passage_items,
     passages_json,
+    reply_list,
 )
 from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, Source, TierScheme
 
@@ -184,9 +186,7 @@ class TierStep:
             "TIER_DEFINITIONS": "\n".join(f"- {t.name}: {t.definition}" for t in scheme.tiers),
             "BOTTOM_TIER": scheme.bottom,
             "QUERY": batch.query,
-            "PASSAGES": passages_json(
-                [{"passage_id": p.passage_id, "text": p.text} for p in batch.passages]
-            ),
+            "PASSAGES": passages_json(passage_items(batch.passages)),
             "EXAMPLES": _render_examples(batch.examples),
             "RISK_LEVEL": _RISK_TEXT[batch.risk],
             "TIER_NAMES": " | ".join(scheme.names),
@@ -194,7 +194,7 @@ class TierStep:
         }
         payload = {
             "query": batch.query,
-            "passages": [{"passage_id": p.passage_id, "text": p.text} for p in batch.passages],
+            "passages": passage_items(batch.passages),
             "tiers": [t.model_dump() for t in scheme.tiers],
             "risk": batch.risk.value,
         }
@@ -296,12 +296,13 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
 
 def _grade(batch: TierBatch, data: Any) -> ItemGrades[TierAssignment]:
     graded: ItemGrades[TierAssignment] = ItemGrades(tuple(p.passage_id for p in batch.passages))
-    if not isinstance(data, dict) or not isinstance(data.get("classifications"), list):
-        graded.general.append('the reply must be a JSON object with a "classifications" list')
+    try:
+        items = reply_list(data, "classifications")
+    except ReplyInvalid as exc:
+        graded.general += exc.errors
         return graded
     by_id = {p.passage_id: p for p in batch.passages}
-    items = data["classifications"]
-    seen = Counter(str(item.get("passage_id")) for item in items if isinstance(item, dict))
+    seen = count_ids(items, "passage_id")
     for pid, n in seen.items():
         if pid not in by_id:
             graded.general.append(

@@ -27,7 +27,6 @@ like every other claim (re-asking for it failed with small judges, which then fe
 from __future__ import annotations
 
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -41,13 +40,12 @@ from evidex.tasks.audit.models import (
     SegmentBatch,
     SourceRef,
 )
-from evidex.tasks.base import ItemGrades, ReplyInvalid
+from evidex.tasks.base import ItemGrades, ReplyInvalid, count_ids, reply_list
 from evidex.tasks.spans import find_span
 from evidex.types import Event, Passage
 
 __all__ = [
     "check_grading",
-    "claims_list",
     "content_words",
     "grade_claims",
     "graded_claim",
@@ -173,11 +171,11 @@ def grade_claims(batch: ClaimBatch, data: Any) -> ItemGrades[ClaimAudit]:
     by_id = {c.claim_id: c for c in batch.claims}
     graded: ItemGrades[ClaimAudit] = ItemGrades(tuple(by_id))
     try:
-        items = claims_list(data)
+        items = reply_list(data, "claims")
     except ReplyInvalid as exc:  # not even a list of claims
         graded.general += exc.errors
         return graded
-    counts = Counter(str(item.get("claim_id")) for item in items if isinstance(item, dict))
+    counts = count_ids(items, "claim_id")
     for index, item in enumerate(items):
         if not isinstance(item, dict):
             graded.general.append(f"claims[{index}] is not an object")
@@ -337,12 +335,6 @@ def skipped_sentences(batch: SegmentBatch, located: Sequence[tuple[int, int]]) -
         )
         for i, (begin, end) in enumerate(uncovered_sentences(batch.answer, located), 1)
     ]
-
-
-def claims_list(data: Any) -> list[Any]:
-    if not isinstance(data, dict) or not isinstance(data.get("claims"), list):
-        raise ReplyInvalid(['the reply must be a JSON object with a "claims" list'])
-    return list(data["claims"])
 
 
 def locate_claim(

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from evidex.tasks.audit.checks import (
-    claims_list,
     grade_claims,
     locate_claim,
     skipped_sentences,
@@ -36,7 +35,15 @@ from evidex.tasks.audit.prompts import (
     ONE_PASS_TEMPLATE,
     RISK_TEXT,
 )
-from evidex.tasks.base import BatchInfo, ReplyInvalid, Salvaged, StepRequest, passages_json
+from evidex.tasks.base import (
+    BatchInfo,
+    ReplyInvalid,
+    Salvaged,
+    StepRequest,
+    passage_items,
+    passages_json,
+    reply_list,
+)
 from evidex.types import Passage, RiskLevel
 
 __all__ = ["AuditStep", "ClassifyStep", "ExtractStep", "claim_schema"]
@@ -62,9 +69,7 @@ class _GradingMixin:
         ]
         return {
             "QUESTION": question or "(not given)",
-            "CONTEXT": passages_json(
-                [{"passage_id": p.passage_id, "text": p.text} for p in passages]
-            )
+            "CONTEXT": passages_json(passage_items(passages))
             if passages
             else "[] (no passages: the context is empty)",
             "SOURCE_METADATA": json.dumps(meta, ensure_ascii=False) if meta else "(none)",
@@ -78,7 +83,7 @@ class _GradingMixin:
     ) -> dict[str, Any]:
         return {
             "question": question,
-            "passages": [{"passage_id": p.passage_id, "text": p.text} for p in passages],
+            "passages": passage_items(passages),
             "risk": risk.value,
         }
 
@@ -125,7 +130,7 @@ class AuditStep(_GradingMixin):
         )
 
     def validate(self, batch: SegmentBatch, data: Any) -> ClaimsValue:
-        claims, located, errors = sort_found(batch, claims_list(data))
+        claims, located, errors = sort_found(batch, reply_list(data, "claims"))
         if errors:
             raise ReplyInvalid(errors)
         return ClaimsValue(
@@ -142,7 +147,7 @@ class AuditStep(_GradingMixin):
         which the classification pass grades one by one (as for sentences a valid reply left
         out), so the segment is not lost for one bad claim."""
         try:
-            claims, located, errors = sort_found(batch, claims_list(data))
+            claims, located, errors = sort_found(batch, reply_list(data, "claims"))
         except ReplyInvalid:
             return None
         if not claims or not errors:
@@ -206,7 +211,7 @@ class ExtractStep:
         )
 
     def validate(self, batch: SegmentBatch, data: Any) -> ExtractedValue:
-        items = claims_list(data)
+        items = reply_list(data, "claims")
         errors: list[str] = []
         spans: list[ClaimSpan] = []
         cursor: dict[str, int] = {}

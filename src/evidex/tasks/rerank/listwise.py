@@ -3,11 +3,18 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest, passages_json
+from evidex.tasks.base import (
+    BatchInfo,
+    ReplyInvalid,
+    StepRequest,
+    count_ids,
+    passage_items,
+    passages_json,
+    reply_list,
+)
 from evidex.tasks.rerank.checks import entry_errors, exclusions, id_errors, rank_errors, score_of
 from evidex.tasks.rerank.models import (
     Exclusion,
@@ -16,7 +23,6 @@ from evidex.tasks.rerank.models import (
     RerankBatchValue,
     batch_info,
     batch_material,
-    passage_items,
 )
 from evidex.tasks.rerank.prompts import RERANK_TEMPLATE
 
@@ -49,12 +55,10 @@ class RerankStep:
         )
 
     def validate(self, batch: RerankBatch, data: Any) -> RerankBatchValue:
-        if not isinstance(data, dict) or not isinstance(data.get("ranked_passages"), list):
-            raise ReplyInvalid(['the reply must be a JSON object with a "ranked_passages" list'])
+        entries = reply_list(data, "ranked_passages")
         by_id = {p.passage_id: p for p in batch.passages}
-        entries = data["ranked_passages"]
         excluded, errors = exclusions(data.get("excluded"), by_id)
-        seen = Counter(str(e.get("passage_id")) for e in entries if isinstance(e, dict))
+        seen = count_ids(entries, "passage_id")
         errors += id_errors(seen, by_id, "rank")
         for pid in by_id:
             if pid not in seen and pid not in excluded:

@@ -26,7 +26,6 @@ __all__ = [
     "Strategy",
     "batch_info",
     "batch_material",
-    "passage_items",
 ]
 
 Strategy = Literal["allpairs", "pairwise", "listwise", "pointwise"]
@@ -100,10 +99,6 @@ class PairBatch:
 class ScoreBatch:
     query: str
     passages: tuple[Passage, ...]
-
-
-def passage_items(passages: Sequence[Passage]) -> list[dict[str, str]]:
-    return [{"passage_id": p.passage_id, "text": p.text} for p in passages]
 
 
 def batch_material(query: str, passages: Sequence[Passage], strategy: str) -> dict[str, Any]:

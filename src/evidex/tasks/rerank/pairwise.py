@@ -4,14 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest
-from evidex.tasks.rerank.models import (
-    PairBatch,
-    PairVerdict,
-    batch_info,
-    batch_material,
-    passage_items,
-)
+from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest, passage_items
+from evidex.tasks.rerank.models import PairBatch, PairVerdict, batch_info, batch_material
 from evidex.tasks.rerank.prompts import PAIR_TEMPLATE
 
 __all__ = ["PairStep"]

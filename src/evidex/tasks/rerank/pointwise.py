@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any
 
-from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest, passages_json
+from evidex.tasks.base import (
+    BatchInfo,
+    ReplyInvalid,
+    StepRequest,
+    count_ids,
+    passage_items,
+    passages_json,
+    reply_list,
+)
 from evidex.tasks.rerank.checks import id_errors, score_of
 from evidex.tasks.rerank.models import (
     PassageScore,
@@ -13,7 +20,6 @@ from evidex.tasks.rerank.models import (
     ScoreBatchValue,
     batch_info,
     batch_material,
-    passage_items,
 )
 from evidex.tasks.rerank.prompts import SCORE_TEMPLATE
 
@@ -64,18 +70,17 @@ class ScoreStep:
         )
 
     def validate(self, batch: ScoreBatch, data: Any) -> ScoreBatchValue:
-        if not isinstance(data, dict) or not isinstance(data.get("scores"), list):
-            raise ReplyInvalid(['the reply must be a JSON object with a "scores" list'])
+        replied = reply_list(data, "scores")
         by_id = {p.passage_id: p for p in batch.passages}
-        entries = [e for e in data["scores"] if isinstance(e, dict)]
-        seen = Counter(str(e.get("passage_id")) for e in entries)
+        entries = [e for e in replied if isinstance(e, dict)]
+        seen = count_ids(entries, "passage_id")
         errors = id_errors(seen, by_id, "score")
         errors += [
             f"passage_id {pid!r} is missing; score every passage"
             for pid in by_id
             if pid not in seen
         ]
-        if len(entries) != len(data["scores"]):
+        if len(entries) != len(replied):
             errors.append("every entry of scores must be an object")
         scores: dict[str, PassageScore] = {}
         for entry in entries:
