@@ -2,25 +2,46 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar
 
 from evidex.errors import ConfigError, InputError
+from evidex.jobs import run_sync
 
 __all__ = [
     "align_rows",
+    "blocking",
     "id_keys",
     "interval_dict",
     "jsonable",
+    "prf_dict",
     "read_json_object",
     "source_counts",
 ]
 
 R = TypeVar("R")
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def blocking(afn: Callable[P, Coroutine[Any, Any, T]], doc: str) -> Callable[P, T]:
+    """The blocking twin of the coroutine function ``afn`` (named ``aNAME``): ``NAME``, with
+    the same parameters, run to the end by :func:`~evidex.jobs.run_sync` (also from inside a
+    running event loop, such as a notebook's). ``doc`` is its docstring."""
+
+    @functools.wraps(afn)
+    def call(*args: P.args, **kwargs: P.kwargs) -> T:
+        return run_sync(afn(*args, **kwargs))
+
+    call.__name__ = afn.__name__.removeprefix("a")
+    call.__qualname__ = afn.__qualname__.removeprefix("a")
+    call.__doc__ = doc
+    return call
 
 
 def jsonable(value: Any) -> Any:
@@ -92,6 +113,13 @@ def interval_dict(interval: Any) -> dict[str, float | int]:
         "level": interval.level,
         "samples": interval.samples,
     }
+
+
+def prf_dict(value: Any, *, support: bool = True) -> dict[str, float | int]:
+    """A :class:`~evidex.evaluate.metrics.PRF` as report JSON: precision, recall, F1 and, with
+    ``support``, how many gold items the label has."""
+    data = {"precision": value.precision, "recall": value.recall, "f1": value.f1}
+    return data | {"support": value.support} if support else data
 
 
 def id_keys(item: Any) -> list[str]:

@@ -42,7 +42,7 @@ import numpy as np
 
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, id_keys, interval_dict, source_counts
+from evidex.evaluate._util import align_rows, id_keys, interval_dict, prf_dict, source_counts
 from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS
 from evidex.evaluate.golden import AUDIT_CLASSES, AuditGolden, load_golden
 from evidex.evaluate.plots import (
@@ -267,12 +267,8 @@ class AuditEvaluator:
                 "audited": n_pred,
                 "matched": n_matched,
                 "agree": n_agree,
-                "claim": {"precision": graded.precision, "recall": graded.recall, "f1": graded.f1},
-                "matching": {
-                    "precision": matching.precision,
-                    "recall": matching.recall,
-                    "f1": matching.f1,
-                },
+                "claim": prf_dict(graded, support=False),
+                "matching": prf_dict(matching, support=False),
             },
             "confusion": {"labels": labels, "matrix": matrix.tolist()},
             "levels": {level: levels.get(level, 0) for level in AUDIT_CLASSES},

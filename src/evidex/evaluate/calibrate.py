@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import jsonable
+from evidex.evaluate._util import blocking, jsonable
 from evidex.evaluate.calibration import (
     CALIBRATION_FILE,
     calibration_record,
@@ -30,36 +30,10 @@ from evidex.evaluate.golden import TierGolden
 from evidex.evaluate.registry import EvalOptions
 from evidex.evaluate.run import aevaluate, load_records
 from evidex.harness.ports import StorePort
-from evidex.jobs import resolve_judge, run_sync
+from evidex.jobs import resolve_judge
 from evidex.judging import Judge
 
 __all__ = ["acalibrate_tier", "calibrate_tier"]
-
-
-def calibrate_tier(
-    golden: str | Path,
-    *,
-    judge: Judge | str | None,
-    judge_options: Mapping[str, Any] | None = None,
-    store: StorePort | str | None = None,
-    out_dir: str | Path = "reports/calibration-tier",
-    sample: int | None = None,
-    options: EvalOptions | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Calibrate a tier judge; see :func:`acalibrate_tier`."""
-    return run_sync(
-        acalibrate_tier(
-            golden,
-            judge=judge,
-            judge_options=judge_options,
-            store=store,
-            out_dir=out_dir,
-            sample=sample,
-            options=options,
-            on_progress=on_progress,
-        )
-    )
 
 
 async def acalibrate_tier(
@@ -133,6 +107,9 @@ async def acalibrate_tier(
         json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
     return record
+
+
+calibrate_tier = blocking(acalibrate_tier, "Calibrate a tier judge; see :func:`acalibrate_tier`.")
 
 
 async def _fit_on(

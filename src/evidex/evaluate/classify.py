@@ -35,7 +35,7 @@ import numpy as np
 from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, id_keys, interval_dict, source_counts
+from evidex.evaluate._util import align_rows, id_keys, interval_dict, prf_dict, source_counts
 from evidex.evaluate.datasets import SCIFACT_CONSTRAINTS, SCIFACT_LABELS, SCIFACT_TAXONOMY
 from evidex.evaluate.golden import ClassifyGolden, load_golden
 from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value
@@ -262,12 +262,7 @@ class ClassifyEvaluator:
             "intervals": {"accuracy": interval_dict(acc), "macro_f1": interval_dict(f1)},
             "confusion": {"labels": columns, "matrix": matrix.tolist()},
             "per_label": {
-                label: {
-                    "precision": v.precision,
-                    "recall": v.recall,
-                    "f1": v.f1,
-                    "support": v.support,
-                }
+                label: prf_dict(v)
                 for label, v in m.per_label_agreement(gold1, pred1, columns).items()
                 if label != NO_LABEL
             },

@@ -15,9 +15,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from evidex.evaluate._util import blocking
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs import run_sync
 from evidex.jobs.tier import atier
 from evidex.judging import Judge
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme
@@ -25,32 +25,6 @@ from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 __all__ = ["atier_consistency", "tier_consistency"]
 
 QueryPassages = tuple[str, Sequence[Passage]]
-
-
-def tier_consistency(
-    queries: Sequence[QueryPassages],
-    judge: Judge | str,
-    *,
-    store: StorePort | str | None = None,
-    runs: int = 3,
-    batch_sizes: Sequence[int] = (10, 5, 7),
-    seed: int = 0,
-    scheme: TierScheme = DEFAULT_TIERS,
-    settings: HarnessSettings | None = None,
-) -> dict[str, Any]:
-    """Re-run tier over ``queries`` shuffled and re-split; see :func:`atier_consistency`."""
-    return run_sync(
-        atier_consistency(
-            queries,
-            judge,
-            store=store,
-            runs=runs,
-            batch_sizes=batch_sizes,
-            seed=seed,
-            scheme=scheme,
-            settings=settings,
-        )
-    )
 
 
 async def atier_consistency(
@@ -113,3 +87,9 @@ async def atier_consistency(
             for q, pid in changed[:20]
         ],
     }
+
+
+tier_consistency = blocking(
+    atier_consistency,
+    "Re-run tier over ``queries`` shuffled and re-split; see :func:`atier_consistency`.",
+)

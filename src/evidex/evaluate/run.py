@@ -24,13 +24,13 @@ from typing import Any
 
 from evidex._text import sha256_hex, stable_json
 from evidex.errors import InputError
-from evidex.evaluate._util import jsonable
+from evidex.evaluate._util import blocking, jsonable
 from evidex.evaluate.calibration import check_calibration
 from evidex.evaluate.golden import read_jsonl
 from evidex.evaluate.registry import EvalOptions, Evaluator, get_evaluator
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs import resolve_judge, resolve_store, run_sync
+from evidex.jobs import resolve_judge, resolve_store
 from evidex.judging import Judge
 
 __all__ = [
@@ -91,40 +91,6 @@ def golden_digest(golden: str | Path) -> str:
         if f.is_file()
     ]
     return sha256_hex("\n".join(parts))
-
-
-def evaluate(
-    job: str,
-    golden: str | Path,
-    *,
-    judge: Judge | str | None = None,
-    judge_options: Mapping[str, Any] | None = None,
-    store: StorePort | str | None = None,
-    out_dir: str | Path = "reports/eval",
-    sample: int | None = None,
-    options: EvalOptions | None = None,
-    calibration: str | Path | None = None,
-    consistency: bool = False,
-    settings: HarnessSettings | None = None,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> dict[str, Any]:
-    """Run ``job`` over a golden set and write the report; see :func:`aevaluate`."""
-    return run_sync(
-        aevaluate(
-            job,
-            golden,
-            judge=judge,
-            judge_options=judge_options,
-            store=store,
-            out_dir=out_dir,
-            sample=sample,
-            options=options,
-            calibration=calibration,
-            consistency=consistency,
-            settings=settings,
-            on_progress=on_progress,
-        )
-    )
 
 
 async def aevaluate(
@@ -223,6 +189,11 @@ async def aevaluate(
     report["warnings"] = warnings
     write_report(evaluator, report, out)
     return report
+
+
+evaluate = blocking(
+    aevaluate, "Run ``job`` over a golden set and write the report; see :func:`aevaluate`."
+)
 
 
 def score_predictions(

@@ -24,12 +24,17 @@ from typing import Any
 
 import numpy as np
 
-from evidex._text import normalize_ws
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows
+from evidex.evaluate._util import align_rows, interval_dict, prf_dict
 from evidex.evaluate.golden import TierGolden, load_golden
-from evidex.evaluate.plots import confusion_markdown, confusion_png
+from evidex.evaluate.plots import (
+    confusion_markdown,
+    confusion_png,
+    excerpt,
+    fmt_interval,
+    fmt_value,
+)
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
@@ -191,10 +196,7 @@ class TierEvaluator:
             "job": "tier",
             "tiers": names,
             "metrics": metrics,
-            "intervals": {
-                k: {"low": v.low, "high": v.high, "level": v.level, "samples": v.samples}
-                for k, v in intervals.items()
-            },
+            "intervals": {k: interval_dict(v) for k, v in intervals.items()},
             "bar": {
                 "measure": "kappa",
                 "floor": KAPPA_BAR,
@@ -202,8 +204,7 @@ class TierEvaluator:
             },
             "confusion": {"labels": names, "matrix": matrix.tolist()},
             "per_tier": {
-                t: {"precision": v.precision, "recall": v.recall, "f1": v.f1, "support": v.support}
-                for t, v in m.per_label_agreement(gold, pred, names).items()
+                t: prf_dict(v) for t, v in m.per_label_agreement(gold, pred, names).items()
             },
             "boundaries": m.boundary_confusions(matrix, names),
             "sources": dict(sources),
@@ -290,15 +291,10 @@ def _worst(
             "distance": d,
             "justification": str(row.get("justification") or "(none given)"),
             "source": str(row.get("source", "unknown")),
-            "text": _excerpt(r.text),
+            "text": excerpt(r.text),
         }
         for d, _, r, row in off[:limit]
     ]
-
-
-def _excerpt(text: str, limit: int = 300) -> str:
-    flat = normalize_ws(text)
-    return flat[:limit] + ("..." if len(flat) > limit else "")
 
 
 def _boundary_lines(b: Mapping[str, Any]) -> list[str]:
@@ -315,13 +311,9 @@ def _boundary_lines(b: Mapping[str, Any]) -> list[str]:
 
 
 def _fmt(value: Any) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "undefined (a single label)"
-    return f"{value:.3f}" if isinstance(value, float) else str(value)
+    return fmt_value(value, "undefined (a single label)")
 
 
 def _ci(interval: Mapping[str, Any], *, bare: bool = False) -> str:
-    low, high = interval.get("low"), interval.get("high")
-    if low is None or high is None or math.isnan(low) or math.isnan(high):
-        return "undefined"
-    return f"{'' if bare else '95% CI '}{low:.3f}–{high:.3f}"
+    text = fmt_interval(interval)
+    return text if bare or text == "undefined" else f"95% CI {text}"
