@@ -493,13 +493,14 @@ def test_several_answers_run_concurrently_and_are_kept_per_id(store: SqlStore) -
         {"answer": FREE, "passages": list(PASSAGES)},
         {"answer_id": "third", "answer": FOUNDED, "passages": [p.text for p in PASSAGES]},
     ]
-    batch = audit_many(items, judge=judge, store=store, settings=FAST)
-    assert list(batch.results) == ["first", "answer-2", "third"]
-    assert batch.decisions()["first"].decision == "publish"
-    assert batch.decisions()["answer-2"].decision == "block"
-    assert batch.results["answer-2"].claims[0].claim_text == FREE
+    results = audit_many(items, judge=judge, store=store, settings=FAST)
+    by_id = {r.answer_id: r for r in results}  # a list in input order, like every batch form
+    assert [r.answer_id for r in results] == ["first", "answer-2", "third"]
+    assert by_id["first"].decision.decision == "publish"
+    assert by_id["answer-2"].decision.decision == "block"
+    assert by_id["answer-2"].claims[0].claim_text == FREE
     assert judge.peak > 1
-    assert len({r.run_id for r in batch.results.values()}) == 3
+    assert len({r.run_id for r in results}) == 3
 
 
 def test_repeated_answer_ids_are_an_input_error(store: SqlStore) -> None:

@@ -42,7 +42,9 @@ Progress = Callable[[int, int], None]
 In = TypeVar("In")
 In_contra = TypeVar("In_contra", contravariant=True)
 D = TypeVar("D")
+M = TypeVar("M")
 Out = TypeVar("Out")
+Out_co = TypeVar("Out_co", covariant=True)
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
 
@@ -70,7 +72,7 @@ class Routed:
     label: str | None = None
 
 
-class JobSpec(Protocol[In_contra, D, Out]):
+class JobSpec(Protocol[In_contra, D, M, Out_co]):
     """What a job tells the harness; see the module docstring."""
 
     @property
@@ -78,14 +80,18 @@ class JobSpec(Protocol[In_contra, D, Out]):
 
     def plan(self, item: In_contra, judge: Judge) -> Plan[D]: ...
 
-    async def execute(self, plan: Plan[D], run: JobRun) -> Out: ...
-
-    def reviews(self, plan: Plan[D], result: Out, run: JobRun) -> Sequence[ReviewRequest]:
-        """The review requests the finished result raises (the job's routing rules)."""
+    async def execute(self, plan: Plan[D], run: JobRun) -> M:
+        """The stages, merged: the result (or what it is made from) before routing."""
         ...
 
-    def finish(self, plan: Plan[D], result: Out, run: JobRun, routed: Sequence[Routed]) -> Out:
-        """The result with its routed review items and the run's totals on it."""
+    def reviews(self, plan: Plan[D], merged: M, run: JobRun) -> Sequence[ReviewRequest]:
+        """The review requests the merged result raises (the job's routing rules)."""
+        ...
+
+    def finish(
+        self, plan: Plan[D], merged: M, run: JobRun, routed: Sequence[Routed]
+    ) -> Out_co:
+        """The result, with its routed review items and the run's totals on it."""
         ...
 
 
@@ -119,9 +125,7 @@ class JobRun:
     def review(self, request: ReviewRequest) -> int:
         return self.harness.review(self.ctx, request)
 
-    async def call(
-        self, step: Step[B, V], batch: B, *, batch_id: str | None = None
-    ) -> Outcome[V]:
+    async def call(self, step: Step[B, V], batch: B, *, batch_id: str | None = None) -> Outcome[V]:
         """One validated exchange (see :meth:`Harness.call`), counted in the run's totals."""
         outcome = await self.harness.call(step, batch, self.ctx, batch_id=batch_id)
         self.outcomes.append(outcome)
@@ -172,7 +176,7 @@ def verdict(outcomes: Sequence[Outcome[Any]]) -> Source:
 
 
 async def run_planned(
-    harness: Harness, spec: JobSpec[Any, D, Out], plan: Plan[D], on_progress: Progress | None
+    harness: Harness, spec: JobSpec[Any, D, Any, Out], plan: Plan[D], on_progress: Progress | None
 ) -> Out:
     """Execute one planned input: context, notes, stages, routing, totals."""
     from evidex.harness.runner import RunContext
@@ -183,17 +187,17 @@ async def run_planned(
     run = JobRun(harness, ctx, on_progress)
     for event in plan.events:
         run.log(event)
-    result = await spec.execute(plan, run)
+    merged = await spec.execute(plan, run)
     routed = [
         Routed(run.review(request), request, request.payload.get("label"))
-        for request in spec.reviews(plan, result, run)
+        for request in spec.reviews(plan, merged, run)
     ]
-    return spec.finish(plan, result, run, routed)
+    return spec.finish(plan, merged, run, routed)
 
 
 async def run_many_planned(
     harness: Harness,
-    spec: JobSpec[Any, D, Out],
+    spec: JobSpec[Any, D, Any, Out],
     plans: Sequence[Plan[D]],
     on_progress: Progress | None,
 ) -> list[Out]:

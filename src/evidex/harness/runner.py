@@ -139,14 +139,14 @@ class Harness:
     # ------------------------------------------------------------------ public API
 
     async def run(
-        self, spec: JobSpec[Any, D, Out], item: Any, *, on_progress: Progress | None = None
+        self, spec: JobSpec[Any, D, Any, Out], item: Any, *, on_progress: Progress | None = None
     ) -> Out:
         """Run one input of a job: plan (preflight), stages, merge, review routing."""
         return await run_planned(self, spec, spec.plan(item, self.judge), on_progress)
 
     async def run_many(
         self,
-        spec: JobSpec[Any, D, Out],
+        spec: JobSpec[Any, D, Any, Out],
         items: Iterable[Any],
         *,
         on_progress: Progress | None = None,

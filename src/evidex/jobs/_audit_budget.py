@@ -9,11 +9,11 @@ evidence); only then are the longest passages cut, each cut recorded by prefligh
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from evidex.errors import ConfigError
+from evidex.harness.budget import retry_tokens, water_level
 from evidex.judging import Judge
 from evidex.tasks.audit import (
     AuditStep,
@@ -23,13 +23,10 @@ from evidex.tasks.audit import (
     ExtractStep,
     SegmentBatch,
 )
-from evidex.tasks.base import PromptTemplate, StepRequest
 from evidex.types import Event, Passage, RiskLevel
 
 __all__ = ["Fit", "fit_to_window"]
 
-ERRORS_RESERVE = 300
-"""Tokens kept for the validation errors quoted in a re-ask."""
 MIN_SEGMENT, MIN_PASSAGE = 60, 32
 _FILLER = "The answer states one more fact here. "
 _CLAIM_CHARS = 120
@@ -92,7 +89,7 @@ def fit_to_window(
                 data={"segment_tokens": segment, "claims_per_batch": claims},
             )
         )
-    limit = None if sum(counts) <= free else _water_level(counts, free)
+    limit = None if sum(counts) <= free else water_level(counts, free, floor=MIN_PASSAGE)
     return Fit(segment, claims, limit, events)
 
 
@@ -114,39 +111,18 @@ def _free(
             ClaimSpan(claim_id=f"claim-{i}", claim_text=_FILLER * 3, start=0, end=_CLAIM_CHARS)
             for i in range(1, claims + 1)
         )
-        grading = _cost(
+        grading = retry_tokens(
             judge,
-            ClassifyStep().request(ClaimBatch(spans, probe, risk=risk)),
             ClassifyStep.template,
+            ClassifyStep().request(ClaimBatch(spans, probe, risk=risk)),
         )
         other = (
-            _cost(judge, ExtractStep().request(SegmentBatch(text, ())), ExtractStep.template)
+            retry_tokens(judge, ExtractStep.template, ExtractStep().request(SegmentBatch(text, ())))
             if extract
             else 0
         )
         return window - grading, other <= window
-    grading = _cost(
-        judge, AuditStep().request(SegmentBatch(text, probe, risk=risk)), AuditStep.template
+    grading = retry_tokens(
+        judge, AuditStep.template, AuditStep().request(SegmentBatch(text, probe, risk=risk))
     )
     return window - grading, True
-
-
-def _cost(judge: Judge, request: StepRequest, template: PromptTemplate) -> int:
-    """Tokens of the retry exchange: prompt, rejected reply, errors, reminder, new reply."""
-    prompt = judge.count_tokens("".join(m.content for m in request.messages))
-    strict = judge.count_tokens(template.strict.replace("[SCHEMA]", json.dumps(request.schema)))
-    reask = judge.count_tokens(template.reask) + ERRORS_RESERVE
-    return prompt + strict + reask + 2 * request.max_tokens
-
-
-def _water_level(counts: Sequence[int], budget: int) -> int:
-    """The largest per-passage limit L with ``sum(min(c, L)) <= budget``: only the longest
-    passages are cut, and all of them to the same length."""
-    lo, hi = MIN_PASSAGE, max(counts)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if sum(min(c, mid) for c in counts) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo

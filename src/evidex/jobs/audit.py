@@ -1,24 +1,28 @@
-"""The audit job end to end: preflight → answer segments → claims (one pass, or extraction then
-classification in batches) → merge → summary → decision → review routing, baseline alert and
-the support-level distribution in the audit log and metrics.
+"""The audit job: a generated answer split into claims, each graded against its passages,
+then publish / review / block.
 
-``audit()`` is the library call behind ``evidex audit``; ``audit_many()`` audits several
-answers of one request concurrently and keeps the results per answer id.
+``aaudit()`` / ``audit()`` are the library calls behind ``evidex audit`` and ``POST /audit``;
+``aaudit_many()`` / ``audit_many()`` audit several answers of one request concurrently and
+return the results in input order. The job is an :class:`AuditSpec` the harness runs:
+preflight (duplicates merged, sizes fitted to the judge's window with the retry) → answer
+segments → claims (one pass, or extraction then classification in batches; the stages are in
+:mod:`evidex.jobs._audit_stages`) → merge → summary → decision → review routing, baseline alert
+and the support-level distribution in the audit log and metrics.
 """
 
 from __future__ import annotations
 
-import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import InputError
-from evidex.harness.events import Hooks
-from evidex.harness.ports import ReviewRequest, StorePort
-from evidex.harness.runner import Harness, HarnessSettings, Outcome, RunContext
+from evidex.harness.job import JobRun, Plan, Routed, verdict
+from evidex.harness.ports import ReviewRequest
 from evidex.jobs._audit_budget import Fit, fit_to_window
 from evidex.jobs._audit_policy import (
     DISTRIBUTION_STEP,
@@ -31,27 +35,31 @@ from evidex.jobs._audit_policy import (
     decide,
     read_baseline,
 )
-from evidex.jobs._common import resolve_judge, resolve_store, run_sync
+from evidex.jobs._audit_stages import Stages, given_claims
+from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import prepare_passages
-from evidex.tasks._spans import find_span, segment_text
+from evidex.preflight import coerce_passages, prepare_passages
 from evidex.tasks.audit import (
     AuditStep,
     AuditSummary,
     ClaimAudit,
-    ClaimBatch,
     ClaimSpan,
-    ClaimsValue,
     ClassifyStep,
     ExtractStep,
     SegmentBatch,
 )
-from evidex.types import Event, Passage, RiskLevel, Source, Usage
+from evidex.tasks.spans import segment_text
+from evidex.types import Event, Passage, PassageLike, RiskLevel, Source, Usage
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
 
 __all__ = [
     "AnswerInput",
-    "AuditBatchResult",
+    "AuditCall",
+    "AuditOptions",
     "AuditResult",
+    "AuditSpec",
     "Mode",
     "UnauditedSpan",
     "aaudit",
@@ -69,7 +77,25 @@ DEFAULT_SEGMENT_TOKENS = 400
 so every claim fits in one reply and nothing is lost to a length limit."""
 DEFAULT_CLAIMS_PER_BATCH = 8
 
-PassageLike = Passage | str | dict[str, Any]
+
+class AuditOptions(TypedDict, total=False):
+    """The audit job's own options, shared by the library, the CLI and the service.
+
+    ``mode``: ``one-pass`` asks the judge to extract and classify at once, ``two-pass``
+    extracts first, then classifies claims in batches of ``claims_per_batch``; ``risk``: low,
+    medium or high; ``policy``: the decision thresholds (:class:`AuditPolicy`);
+    ``segment_tokens``: answer tokens per judge call.
+    """
+
+    mode: Mode | str
+    risk: RiskLevel | str
+    policy: AuditPolicy | None
+    segment_tokens: int
+    claims_per_batch: int
+
+
+class AuditCall(AuditOptions, RunOptions, total=False):
+    """Every keyword of an audit call."""
 
 
 class AnswerInput(BaseModel):
@@ -78,7 +104,7 @@ class AnswerInput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     answer: str
-    passages: list[PassageLike] = Field(default_factory=list)
+    passages: list[Any] = Field(default_factory=list)
     answer_id: str | None = None
     question: str | None = None
     claims: list[str] | None = None
@@ -126,330 +152,82 @@ class AuditResult(BaseModel):
         return self.model_dump(mode="json")
 
 
-class AuditBatchResult(BaseModel):
-    """Several answers of one request, keyed by answer id, in input order."""
+@dataclass(frozen=True)
+class Prepared:
+    """One preflighted answer: its passages, the fitted sizes, its segments or given claims."""
 
-    results: dict[str, AuditResult]
+    answer_id: str
+    item: AnswerInput
+    passages: tuple[Passage, ...]
+    fit: Fit
+    segments: tuple[SegmentBatch, ...]
+    claims: tuple[ClaimSpan, ...] | None
+
+
+@dataclass(frozen=True)
+class Graded:
+    """What the stages found, before the decision."""
+
+    mode: Mode
+    claims: list[ClaimAudit]
+    unaudited: list[UnauditedSpan]
+    events: list[Event]
+
+
+@dataclass(frozen=True)
+class AuditSpec:
+    """The audit job as the harness runs it. Every answer of one call is compared with the same
+    baseline, read once before the run, so answers of one request do not move each other's
+    alert."""
+
+    mode: str = "one-pass"
+    risk: RiskLevel = RiskLevel.LOW
+    policy: AuditPolicy = dataclasses.field(default_factory=AuditPolicy)
     baseline: Baseline | None = None
+    segment_tokens: int = DEFAULT_SEGMENT_TOKENS
+    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH
+    job: str = "audit"
 
-    def decisions(self) -> dict[str, AuditDecision]:
-        return {answer_id: r.decision for answer_id, r in self.results.items()}
-
-
-# ---------------------------------------------------------------------------------- entry points
-
-
-def audit(
-    answer: str,
-    passages: Iterable[PassageLike] = (),
-    *,
-    answer_id: str | None = None,
-    question: str | None = None,
-    claims: Sequence[str] | None = None,
-    mode: Mode | str = "one-pass",
-    risk: RiskLevel | str = RiskLevel.LOW,
-    policy: AuditPolicy | None = None,
-    judge: Judge | str | None = None,
-    store: StorePort | str | None = None,
-    settings: HarnessSettings | None = None,
-    hooks: Hooks | None = None,
-    segment_tokens: int = DEFAULT_SEGMENT_TOKENS,
-    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH,
-) -> AuditResult:
-    """Audit one answer against the passages it was generated from. See :func:`aaudit`."""
-    return run_sync(
-        aaudit(
-            answer,
-            passages,
-            answer_id=answer_id,
-            question=question,
-            claims=claims,
-            mode=mode,
-            risk=risk,
+    @classmethod
+    def of(cls, options: AuditOptions | Mapping[str, Any], store: object) -> AuditSpec:
+        mode = options.get("mode", "one-pass")
+        if mode not in MODES:
+            raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+        segment_tokens = options.get("segment_tokens", DEFAULT_SEGMENT_TOKENS)
+        if segment_tokens < 50:
+            raise InputError(f"segment_tokens must be at least 50, got {segment_tokens}")
+        claims_per_batch = options.get("claims_per_batch", DEFAULT_CLAIMS_PER_BATCH)
+        if not 1 <= claims_per_batch <= 50:
+            raise InputError(f"claims_per_batch must be between 1 and 50, got {claims_per_batch}")
+        policy = options.get("policy") or AuditPolicy()
+        return cls(
+            mode=str(mode),
+            risk=RiskLevel(options.get("risk", RiskLevel.LOW)),
             policy=policy,
-            judge=judge,
-            store=store,
-            settings=settings,
-            hooks=hooks,
+            baseline=read_baseline(store, policy),
             segment_tokens=segment_tokens,
             claims_per_batch=claims_per_batch,
         )
-    )
 
-
-async def aaudit(
-    answer: str,
-    passages: Iterable[PassageLike] = (),
-    *,
-    answer_id: str | None = None,
-    question: str | None = None,
-    claims: Sequence[str] | None = None,
-    mode: Mode | str = "one-pass",
-    risk: RiskLevel | str = RiskLevel.LOW,
-    policy: AuditPolicy | None = None,
-    judge: Judge | str | None = None,
-    store: StorePort | str | None = None,
-    settings: HarnessSettings | None = None,
-    hooks: Hooks | None = None,
-    segment_tokens: int = DEFAULT_SEGMENT_TOKENS,
-    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH,
-) -> AuditResult:
-    """Grade every factual claim of ``answer`` and decide publish / review / block.
-
-    ``passages`` are the retrieved passages exactly as the generator saw them: strings, dicts or
-    :class:`~evidex.types.Passage`; missing ids become ``passage-1``, ``passage-2`` ... by
-    position, and titles and URLs are carried to the cited claims. ``mode`` ``one-pass`` asks
-    the judge to extract and classify at once; ``two-pass`` extracts first, then classifies
-    claims in batches of ``claims_per_batch``. With ``claims`` (spans already split by the
-    caller) only the classification pass runs. A reply that is still invalid after the one
-    retry sends the answer to review with ``source="fallback"``.
-    """
-    item = AnswerInput(
-        answer=answer,
-        passages=list(passages),
-        answer_id=answer_id,
-        question=question,
-        claims=list(claims) if claims is not None else None,
-    )
-    batch = await aaudit_many(
-        [item],
-        mode=mode,
-        risk=risk,
-        policy=policy,
-        judge=judge,
-        store=store,
-        settings=settings,
-        hooks=hooks,
-        segment_tokens=segment_tokens,
-        claims_per_batch=claims_per_batch,
-    )
-    return next(iter(batch.results.values()))
-
-
-def audit_many(
-    items: Iterable[AnswerInput | dict[str, Any]],
-    *,
-    mode: Mode | str = "one-pass",
-    risk: RiskLevel | str = RiskLevel.LOW,
-    policy: AuditPolicy | None = None,
-    judge: Judge | str | None = None,
-    store: StorePort | str | None = None,
-    settings: HarnessSettings | None = None,
-    hooks: Hooks | None = None,
-    segment_tokens: int = DEFAULT_SEGMENT_TOKENS,
-    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> AuditBatchResult:
-    """Audit several answers of one request. See :func:`aaudit_many`."""
-    return run_sync(
-        aaudit_many(
-            items,
-            mode=mode,
-            risk=risk,
-            policy=policy,
-            judge=judge,
-            store=store,
-            settings=settings,
-            hooks=hooks,
-            segment_tokens=segment_tokens,
-            claims_per_batch=claims_per_batch,
-            on_progress=on_progress,
-        )
-    )
-
-
-async def aaudit_many(
-    items: Iterable[AnswerInput | dict[str, Any]],
-    *,
-    mode: Mode | str = "one-pass",
-    risk: RiskLevel | str = RiskLevel.LOW,
-    policy: AuditPolicy | None = None,
-    judge: Judge | str | None = None,
-    store: StorePort | str | None = None,
-    settings: HarnessSettings | None = None,
-    hooks: Hooks | None = None,
-    segment_tokens: int = DEFAULT_SEGMENT_TOKENS,
-    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> AuditBatchResult:
-    """Audit several answers concurrently (bounded by ``settings.max_concurrency``).
-
-    Answers without an id get ``answer-1``, ``answer-2`` ... by position; a repeated id is an
-    input error. Every answer is compared with the same baseline, read once before the run, so
-    answers of one request do not move each other's alert.
-    """
-    answers = _inputs(items)
-    if mode not in MODES:
-        raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    if segment_tokens < 50:
-        raise InputError(f"segment_tokens must be at least 50, got {segment_tokens}")
-    if not 1 <= claims_per_batch <= 50:
-        raise InputError(f"claims_per_batch must be between 1 and 50, got {claims_per_batch}")
-    the_policy = policy or AuditPolicy()
-    the_risk = RiskLevel(risk)
-    the_judge = resolve_judge(judge, "audit")
-    the_store = resolve_store(store)
-    bus = Hooks()
-    bus.subscribe(audit_metrics().observe)
-    if hooks is not None:
-        bus.subscribe(hooks.emit)
-    harness = Harness(the_judge, the_store, settings=settings, hooks=bus)
-    baseline = read_baseline(the_store, the_policy)
-    runner = _Auditor(
-        harness, str(mode), the_risk, the_policy, baseline, segment_tokens, claims_per_batch
-    )
-
-    semaphore = asyncio.Semaphore(max(1, harness.settings.max_concurrency))
-    done = 0
-
-    async def one(answer_id: str, item: AnswerInput) -> AuditResult:
-        nonlocal done
-        async with semaphore:
-            result = await runner.run(answer_id, item)
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(answers))
-        return result
-
-    results = await asyncio.gather(*(one(aid, item) for aid, item in answers))
-    return AuditBatchResult(results={r.answer_id: r for r in results}, baseline=baseline)
-
-
-# ---------------------------------------------------------------------------------- inputs
-
-
-def _inputs(items: Iterable[AnswerInput | dict[str, Any]]) -> list[tuple[str, AnswerInput]]:
-    answers: list[tuple[str, AnswerInput]] = []
-    seen: set[str] = set()
-    for index, raw in enumerate(items, 1):
-        try:
-            item = raw if isinstance(raw, AnswerInput) else AnswerInput.model_validate(raw)
-        except ValidationError as exc:
-            raise InputError(f"answer {index}: {_first_error(exc)}") from exc
-        answer_id = item.answer_id or f"answer-{index}"
-        if answer_id in seen:
-            raise InputError(f"answer id {answer_id!r} is used twice; answer ids must be unique")
-        seen.add(answer_id)
-        if not item.answer.strip():
-            raise InputError(f"answer {answer_id!r} is empty: there is nothing to audit")
-        answers.append((answer_id, item))
-    if not answers:
-        raise InputError("no answers given: at least one answer is required")
-    return answers
-
-
-def as_passages(items: Iterable[PassageLike]) -> list[Passage]:
-    """Passages from strings, dicts or Passages; a missing id becomes ``passage-N`` (1-based)."""
-    out: list[Passage] = []
-    for index, item in enumerate(items, 1):
-        if isinstance(item, Passage):
-            out.append(item)
-            continue
-        data: dict[str, Any] = {"text": item} if isinstance(item, str) else dict(item)
-        if not any(k in data for k in ("passage_id", "id", "pid", "docid")):
-            data["passage_id"] = f"passage-{index}"
-        try:
-            out.append(Passage.model_validate(data))
-        except ValidationError as exc:
-            raise InputError(f"passage {index}: {_first_error(exc)}") from exc
-    return out
-
-
-def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"])
-    return f"{where + ': ' if where else ''}{err['msg']}"
-
-
-# ---------------------------------------------------------------------------------- one answer
-
-
-class _Auditor:
-    """Runs the steps for one answer and turns the outcomes into an :class:`AuditResult`."""
-
-    def __init__(
-        self,
-        harness: Harness,
-        mode: str,
-        risk: RiskLevel,
-        policy: AuditPolicy,
-        baseline: Baseline | None,
-        segment_tokens: int,
-        claims_per_batch: int,
-    ) -> None:
-        self.harness = harness
-        self.judge = harness.judge
-        self.mode = mode
-        self.risk = risk
-        self.policy = policy
-        self.baseline = baseline
-        self.segment_tokens = segment_tokens
-        self.claims_per_batch = claims_per_batch
-
-    async def run(self, answer_id: str, item: AnswerInput) -> AuditResult:
-        ctx = RunContext(job="audit", query=item.question or item.answer, risk=self.risk.value)
-        given = item.claims is not None
-        passages, fit, events = self._prepare(
-            ctx,
-            as_passages(item.passages),
-            extract=not given,
-            classify=given or self.mode == "two-pass",
-        )
-        answer = item.answer
-        segments = [
-            SegmentBatch(s.text, passages, s.start, answer_id, item.question, self.risk)
-            for s in segment_text(answer, fit.segment_tokens, self.judge.count_tokens)
-        ]
-        outcomes: list[Outcome[Any]] = []
-        unaudited: list[UnauditedSpan] = []
-        mode: Mode
-        if item.claims is not None:
-            mode = "two-pass"
-            claims = await self._classify(
-                ctx, _given_claims(answer, item.claims), item, passages, fit, outcomes, answer_id
-            )
-        elif self.mode == "one-pass":
-            mode = "one-pass"
-            found = await self.harness.map(AuditStep(), segments, ctx)
-            outcomes += found
-            unaudited += _unaudited(segments, found)
-            for outcome in found:
-                events += self._warn(ctx, outcome.value)
-            skipped = self._skipped(ctx, found, events)
-            claims = _with_source(found)
-            if skipped:
-                claims += await self._classify(
-                    ctx, skipped, item, passages, fit, outcomes, answer_id
-                )
-            claims = _renumbered(claims)
-        else:
-            mode = "two-pass"
-            extracted = await self.harness.map(ExtractStep(), segments, ctx)
-            outcomes += extracted
-            unaudited += _unaudited(segments, extracted)
-            found_spans = [c for o in extracted for c in o.value.claims]
-            spans = _renumbered_spans(found_spans + self._skipped(ctx, extracted, events))
-            claims = await self._classify(ctx, spans, item, passages, fit, outcomes, answer_id)
-        return self._finish(ctx, answer_id, item, mode, claims, outcomes, unaudited, events)
-
-    def _prepare(
-        self, ctx: RunContext, passages: list[Passage], *, extract: bool, classify: bool
-    ) -> tuple[tuple[Passage, ...], Fit, list[Event]]:
+    def plan(self, item: AnswerInput, judge: Judge) -> Plan[Prepared]:
         """Preflight: duplicates merged, and sizes fitted to the judge's window with the retry
         (an empty context is allowed: it supports nothing)."""
+        answer_id = item.answer_id or "answer-1"
+        given = item.claims is not None
+        passages = coerce_passages(item.passages)
         events: list[Event] = []
         if not passages:
             events.append(
                 Event(kind="empty_context", detail="no passages given: every claim is unsupported")
             )
         else:
-            prepared = prepare_passages(passages, count_tokens=self.judge.count_tokens)
+            prepared = prepare_passages(passages, count_tokens=judge.count_tokens)
             passages, events = prepared.passages, list(prepared.events)
         fit = fit_to_window(
-            self.judge,
+            judge,
             passages,
-            extract=extract,
-            classify=classify,
+            extract=not given,
+            classify=given or self.mode == "two-pass",
             risk=self.risk,
             segment_tokens=self.segment_tokens,
             claims_per_batch=self.claims_per_batch,
@@ -457,91 +235,85 @@ class _Auditor:
         events += fit.events
         if fit.passage_limit is not None:
             cut = prepare_passages(
-                passages, count_tokens=self.judge.count_tokens, max_passage_tokens=fit.passage_limit
+                passages, count_tokens=judge.count_tokens, max_passage_tokens=fit.passage_limit
             )
             passages = cut.passages
             events += cut.events
-        for event in events:
-            self.harness.note(
-                ctx, event.kind, event.detail, passage_ids=event.passage_ids, **event.data
-            )
-        return tuple(passages), fit, events
-
-    async def _classify(
-        self,
-        ctx: RunContext,
-        spans: list[ClaimSpan],
-        item: AnswerInput,
-        passages: tuple[Passage, ...],
-        fit: Fit,
-        outcomes: list[Outcome[Any]],
-        answer_id: str,
-    ) -> list[ClaimAudit]:
-        size = fit.claims_per_batch
-        batches = [
-            ClaimBatch(
-                tuple(spans[i : i + size]), passages, item.answer_id, item.question, self.risk
-            )
-            for i in range(0, len(spans), size)
-        ]
-        graded = await self.harness.map(ClassifyStep(), batches, ctx)
-        outcomes += graded
-        return _with_source(graded)
-
-    def _skipped(
-        self, ctx: RunContext, outcomes: Sequence[Outcome[Any]], events: list[Event]
-    ) -> list[ClaimSpan]:
-        """Sentences the judge gave no claim, to be graded as claims of their own; noted in
-        the audit log and the result's events, so a judge that skips is visible."""
-        skipped: list[ClaimSpan] = [s for o in outcomes for s in o.value.skipped]
-        if skipped:
-            event = Event(
-                kind="sentences_without_claims",
-                detail=f"the judge gave no claim for {len(skipped)} sentence(s) that state a "
-                "fact; each is graded as one claim",
-                data={"sentences": [[s.start, s.end] for s in skipped]},
-            )
-            self.harness.note(ctx, event.kind, event.detail, **event.data)
-            events.append(event)
-        return skipped
-
-    def _warn(self, ctx: RunContext, value: ClaimsValue) -> list[Event]:
-        for warning in value.warnings:
-            self.harness.note(ctx, warning.kind, warning.detail, **warning.data)
-        return list(value.warnings)
-
-    def _finish(
-        self,
-        ctx: RunContext,
-        answer_id: str,
-        item: AnswerInput,
-        mode: Mode,
-        claims: list[ClaimAudit],
-        outcomes: Sequence[Outcome[Any]],
-        unaudited: list[UnauditedSpan],
-        events: list[Event],
-    ) -> AuditResult:
-        summary = AuditSummary.of(claims)
-        fallbacks = [o for o in outcomes if o.source == "fallback"]
-        source: Source = (
-            "fallback"
-            if fallbacks
-            else "cache"
-            if outcomes and all(o.source == "cache" for o in outcomes)
-            else "judge"
+        fitted = tuple(passages)
+        segments = tuple(
+            SegmentBatch(s.text, fitted, s.start, answer_id, item.question, self.risk)
+            for s in segment_text(item.answer, fit.segment_tokens, judge.count_tokens)
         )
-        decision = decide(answer_id, summary, risk=self.risk, policy=self.policy, source=source)
-        review_ids = [o.review_item_id for o in fallbacks if o.review_item_id is not None]
-        if decision.decision == "review" and not fallbacks:
-            review_ids.append(self._route(ctx, answer_id, item, claims, decision))
+        claims = None if item.claims is None else tuple(given_claims(item.answer, item.claims))
+        return Plan(
+            query=item.question or item.answer,
+            data=Prepared(answer_id, item, fitted, fit, segments, claims),
+            risk=self.risk.value,
+            events=tuple(events),
+            id=answer_id,
+        )
+
+    async def execute(self, plan: Plan[Prepared], run: JobRun) -> Graded:
+        data = plan.data
+        stages = Stages(run, data.item, data.passages, data.fit.claims_per_batch, self.risk)
+        events = list(plan.events)
+        if data.claims is not None:
+            claims = await stages.classify(list(data.claims))
+            return Graded("two-pass", claims, [], events)
+        if self.mode == "one-pass":
+            claims, unaudited = await stages.one_pass(data.segments, events)
+            return Graded("one-pass", claims, unaudited, events)
+        claims, unaudited = await stages.two_pass(data.segments, events)
+        return Graded("two-pass", claims, unaudited, events)
+
+    def decide(self, plan: Plan[Prepared], graded: Graded, run: JobRun) -> AuditDecision:
+        summary = AuditSummary.of(graded.claims)
+        return decide(
+            plan.data.answer_id,
+            summary,
+            risk=self.risk,
+            policy=self.policy,
+            source=verdict(run.outcomes),
+        )
+
+    def reviews(self, plan: Plan[Prepared], graded: Graded, run: JobRun) -> list[ReviewRequest]:
+        """An answer the decision sends to review, unless a fallback already did."""
+        decision = self.decide(plan, graded, run)
+        if decision.decision != "review" or run.fallbacks:
+            return []
+        item = plan.data.item
+        return [
+            ReviewRequest(
+                job="audit",
+                reason="; ".join(r.message for r in decision.reasons),
+                run_id=run.ctx.run_id,
+                risk=run.ctx.risk,
+                payload={
+                    "answer_id": plan.data.answer_id,
+                    "question": item.question,
+                    "answer": item.answer,
+                    "claims": [c.model_dump(mode="json") for c in graded.claims],
+                    "decision": decision.model_dump(mode="json"),
+                },
+            )
+        ]
+
+    def finish(
+        self, plan: Plan[Prepared], graded: Graded, run: JobRun, routed: Sequence[Routed]
+    ) -> AuditResult:
+        answer_id, item = plan.data.answer_id, plan.data.item
+        claims = graded.claims
+        summary = AuditSummary.of(claims)
+        source: Source = verdict(run.outcomes)
+        decision = self.decide(plan, graded, run)
         alert = check_alert(
             answer_id, summary, self.baseline if source != "fallback" else None, self.policy
         )
         if alert is not None:
             logger.warning("audit alert for %s: %s", answer_id, alert.message)
-            self.harness.note(ctx, "audit.alert", alert.message, **alert.model_dump())
-        self.harness.note(
-            ctx,
+            run.harness.note(run.ctx, "audit.alert", alert.message, **alert.model_dump())
+        run.harness.note(
+            run.ctx,
             DISTRIBUTION_STEP,
             f"{answer_id}: {summary.total_claims} claim(s), decision {decision.decision}",
             answer_id=answer_id,
@@ -560,110 +332,111 @@ class _Auditor:
                 for c in claims
             ],
         )
-        usage = Usage()
-        for outcome in outcomes:
-            usage = usage + outcome.usage
+        fallbacks = run.fallbacks
         return AuditResult(
             answer_id=answer_id,
             question=item.question,
-            mode=mode,
+            mode=graded.mode,
             risk=self.risk,
             claims=claims,
             summary=summary,
             decision=decision,
             source=source,
             reason="; ".join(o.reason for o in fallbacks if o.reason) or None,
-            unaudited=unaudited,
+            unaudited=graded.unaudited,
             alert=alert,
-            events=events,
-            review_item_ids=review_ids,
-            judge_id=self.judge.judge_id,
-            prompt_version=_prompt_version(mode),
-            run_id=ctx.run_id,
-            usage=usage,
-            judge_calls=sum(o.judge_calls for o in outcomes),
-        )
-
-    def _route(
-        self,
-        ctx: RunContext,
-        answer_id: str,
-        item: AnswerInput,
-        claims: Sequence[ClaimAudit],
-        decision: AuditDecision,
-    ) -> int:
-        return self.harness.review(
-            ctx,
-            ReviewRequest(
-                job="audit",
-                reason="; ".join(r.message for r in decision.reasons),
-                run_id=ctx.run_id,
-                risk=ctx.risk,
-                payload={
-                    "answer_id": answer_id,
-                    "question": item.question,
-                    "answer": item.answer,
-                    "claims": [c.model_dump(mode="json") for c in claims],
-                    "decision": decision.model_dump(mode="json"),
-                },
-            ),
+            events=graded.events,
+            review_item_ids=run.fallback_review_ids + [r.item_id for r in routed],
+            judge_id=run.judge.judge_id,
+            prompt_version=_prompt_version(graded.mode),
+            run_id=run.ctx.run_id,
+            usage=run.usage,
+            judge_calls=run.calls,
         )
 
 
-def _given_claims(answer: str, texts: Sequence[str]) -> list[ClaimSpan]:
-    """Claims split by the caller: each must be verbatim in the answer (a usage error if not)."""
-    spans: list[ClaimSpan] = []
-    cursor = 0
-    for index, text in enumerate(texts, 1):
-        span = find_span(answer, text, cursor) or find_span(answer, text)
-        if span is None:
-            raise InputError(f"claim {index} ({text[:80]!r}) is not verbatim in the answer")
-        cursor = span[1]
-        spans.append(
-            ClaimSpan(
-                claim_id=f"claim-{index}",
-                claim_text=answer[span[0] : span[1]],
-                start=span[0],
-                end=span[1],
-            )
-        )
-    return spans
+# ---------------------------------------------------------------------------------- entry points
 
 
-def _unaudited(
-    segments: Sequence[SegmentBatch], outcomes: Sequence[Outcome[Any]]
-) -> list[UnauditedSpan]:
-    return [
-        UnauditedSpan(
-            start=s.offset,
-            end=s.offset + len(s.answer),
-            reason=o.reason or "fallback",
-            review_item_id=o.review_item_id,
-        )
-        for s, o in zip(segments, outcomes, strict=True)
-        # a segment is covered when the fallback kept claims or handed on sentences to grade
-        if o.source == "fallback" and not o.kept and not o.value.skipped
-    ]
+async def aaudit(
+    answer: str,
+    passages: Iterable[PassageLike] = (),
+    *,
+    answer_id: str | None = None,
+    question: str | None = None,
+    claims: Sequence[str] | None = None,
+    **options: Unpack[AuditCall],
+) -> AuditResult:
+    """Grade every factual claim of ``answer`` and decide publish / review / block.
+
+    ``passages`` are the retrieved passages exactly as the generator saw them: strings, dicts or
+    :class:`~evidex.types.Passage`; missing ids become ``passage-1``, ``passage-2`` ... by
+    position, and titles and URLs are carried to the cited claims. With ``claims`` (spans
+    already split by the caller) only the classification pass runs. A reply that is still
+    invalid after the one retry sends the answer to review with ``source="fallback"``.
+    Options: :class:`AuditOptions` and the run keywords of every job (``judge``, ``store``,
+    ``settings``, ``hooks``, ``on_progress``).
+    """
+    item = AnswerInput(
+        answer=answer,
+        passages=list(passages),
+        answer_id=answer_id,
+        question=question,
+        claims=list(claims) if claims is not None else None,
+    )
+    harness = harness_for("audit", options, subscribers=(audit_metrics().observe,))
+    spec = AuditSpec.of(job_options(options), harness.store)
+    (named,) = _inputs([item])
+    return await harness.run(spec, named, on_progress=options.get("on_progress"))
 
 
-def _with_source(outcomes: Sequence[Outcome[Any]]) -> list[ClaimAudit]:
-    """Claims marked with where their batch's value came from (judge, cache or fallback)."""
-    return [
-        c.model_copy(update={"source": o.source_of(c.source)})
-        for o in outcomes
-        for c in o.value.claims
-    ]
+async def aaudit_many(
+    items: Iterable[AnswerInput | Mapping[str, Any]], **options: Unpack[AuditCall]
+) -> list[AuditResult]:
+    """Audit several answers concurrently (bounded by ``settings.max_concurrency`` and the
+    judge's own limit); results in input order.
+
+    Answers without an id get ``answer-1``, ``answer-2`` ... by position; a repeated id is an
+    input error.
+    """
+    answers = _inputs(items)
+    harness = harness_for("audit", options, subscribers=(audit_metrics().observe,))
+    spec = AuditSpec.of(job_options(options), harness.store)
+    return await harness.run_many(spec, answers, on_progress=options.get("on_progress"))
 
 
-def _renumbered(claims: Sequence[ClaimAudit]) -> list[ClaimAudit]:
-    """Claims in answer order, numbered ``claim-1`` ... across segments."""
-    ordered = sorted(claims, key=lambda c: (c.start, c.end))
-    return [c.model_copy(update={"claim_id": f"claim-{i}"}) for i, c in enumerate(ordered, 1)]
+audit = sync_of(aaudit)
+audit_many = sync_of(aaudit_many)
 
 
-def _renumbered_spans(spans: Sequence[ClaimSpan]) -> list[ClaimSpan]:
-    ordered = sorted(spans, key=lambda c: (c.start, c.end))
-    return [c.model_copy(update={"claim_id": f"claim-{i}"}) for i, c in enumerate(ordered, 1)]
+# ---------------------------------------------------------------------------------- inputs
+
+
+def _inputs(items: Iterable[AnswerInput | Mapping[str, Any]]) -> list[AnswerInput]:
+    """Typed answers, each with its id (``answer-N`` by position when missing)."""
+    answers: list[AnswerInput] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(items, 1):
+        try:
+            item = raw if isinstance(raw, AnswerInput) else AnswerInput.model_validate(raw)
+        except ValidationError as exc:
+            raise InputError(f"answer {index}: {_first_error(exc)}") from exc
+        answer_id = item.answer_id or f"answer-{index}"
+        if answer_id in seen:
+            raise InputError(f"answer id {answer_id!r} is used twice; answer ids must be unique")
+        seen.add(answer_id)
+        if not item.answer.strip():
+            raise InputError(f"answer {answer_id!r} is empty: there is nothing to audit")
+        answers.append(item.model_copy(update={"answer_id": answer_id}))
+    if not answers:
+        raise InputError("no answers given: at least one answer is required")
+    return answers
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"])
+    return f"{where + ': ' if where else ''}{err['msg']}"
 
 
 def _prompt_version(mode: str) -> str:
