@@ -1,7 +1,18 @@
-"""The ``evidex`` command line: a thin layer over the library.
+"""The ``evidex`` command line: a thin layer over the library, as the HTTP service is.
 
-Each command lives in its own module and registers itself on :data:`app`. Exit codes: 0 when
-every item has a result (fallbacks included), 2 on bad input or usage, 1 on internal errors.
+Each command lives in its own public module (``tier``, ``rerank``, ``classify``, ``audit``,
+``eval``, ``log``, ``review``, ``demo``, ``serve``) and registers itself on :data:`app`; the
+private modules hold what the commands share: ``_app`` the typer app, the error-to-exit-code
+mapping and JSON output, ``_io`` the input readers, the common ``Annotated`` options and the
+judge, store and progress plumbing, ``_demo_types`` and ``_demo_view`` the demo's data and its
+rendering. Exit codes: 0 when every item has a result (fallbacks included), 2 on bad input or
+usage, 1 on internal errors.
+
+What it may import: the library's public modules (``evidex.jobs``, ``evidex.evaluate``,
+``evidex.store``, ``evidex.types``, ``evidex.config``, ``evidex.errors`` ...), never another
+package's private modules; the work itself (grading, validation, retries, storage) stays in
+the library, so that the CLI, the service and a Python caller behave the same. What two
+commands share goes into ``_io`` or ``_app``, not from one command module into another.
 """
 
 from __future__ import annotations

@@ -1,8 +1,18 @@
 """Evaluation: metrics, golden sets, the evaluation runner, calibration and release gates.
 
-``metrics`` and ``measures`` do no I/O; ``golden`` and ``datasets`` read files; ``run`` runs a
-job over a golden set through the harness; ``registry`` is where each job's evaluator plugs in.
-The names below are the public surface; the modules hold the details.
+Metrics live apart from I/O: ``metrics`` (kappa, nDCG, P@k, MRR, citation P/R, bootstrap
+intervals) and ``measures`` (measure strings such as ``nDCG@10``) read no file and call no
+judge. ``golden``, ``layouts`` and ``datasets`` read golden files and data set folders;
+``run`` runs a job over a golden set through the jobs and writes the report; ``registry`` is
+where each job's evaluator (``tier``, ``rerank``, ``classify``, ``audit``) plugs in;
+``calibration`` and ``calibrate`` fit and record cut points, ``consistency`` re-runs shuffled,
+``gate`` checks floors, ``plots`` draws and formats, ``review_export`` turns review decisions
+into golden records.
+
+What it may import: the library's public modules (``evidex.jobs``, ``evidex.tasks``,
+``evidex.types``, ``evidex.errors`` ...), numpy, and matplotlib lazily for pictures; no vendor
+SDK, no HTTP client and no database driver: judges and stores come in as arguments or by spec
+through ``evidex.jobs``. The names below are the public surface; the modules hold the details.
 """
 
 from evidex.evaluate.calibrate import acalibrate_tier, calibrate_tier
