@@ -19,6 +19,7 @@ def test_no_public_name_outside_all() -> None:
         "jobs",
         "judges",
         "judging",
+        "limits",
         "loaders",
         "store",
         "tasks",

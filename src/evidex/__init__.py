@@ -20,13 +20,29 @@ from evidex.errors import (
     UnknownJudgeError,
     UsageError,
 )
+from evidex.harness.events import Hooks
 from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs._audit_policy import AuditDecision, AuditPolicy
-from evidex.jobs.audit import AnswerInput, AuditResult, aaudit, aaudit_many, audit, audit_many
+from evidex.jobs.audit import (
+    AnswerInput,
+    AuditDecision,
+    AuditOptions,
+    AuditPolicy,
+    AuditResult,
+    AuditSummary,
+    ClaimAudit,
+    aaudit,
+    aaudit_many,
+    audit,
+    audit_many,
+)
 from evidex.jobs.classify import (
+    ClassifyExample,
     ClassifyInput,
+    ClassifyOptions,
     ClassifyResult,
+    Evidence,
+    LabelAssignment,
     RoutingDecision,
     aclassify,
     aclassify_many,
@@ -34,25 +50,51 @@ from evidex.jobs.classify import (
     classify_many,
 )
 from evidex.jobs.consistency import ConsistencyReport, aconsistency_check, consistency_check
-from evidex.jobs.rerank import RerankMetrics, RerankResult, arerank, rerank
+from evidex.jobs.rerank import (
+    RankedPassage,
+    RerankInput,
+    RerankMetrics,
+    RerankOptions,
+    RerankResult,
+    arerank,
+    arerank_many,
+    rerank,
+    rerank_many,
+)
 from evidex.jobs.select import SelectedContext, select_context
-from evidex.jobs.tier import TierResult, atier, tier
+from evidex.jobs.tier import (
+    TierAssignment,
+    TierExample,
+    TierInput,
+    TierOptions,
+    TierResult,
+    atier,
+    atier_many,
+    tier,
+    tier_many,
+)
 from evidex.judges import get_judge
 from evidex.judges.scoring import Scorer
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.loaders import load_classify_examples, load_examples
 from evidex.store import SqlStore, open_store
-from evidex.tasks.audit import AuditSummary, ClaimAudit
-from evidex.tasks.classify import ClassifyExample, Evidence, LabelAssignment
-from evidex.tasks.rerank import RankedPassage
-from evidex.tasks.tier import TierAssignment, TierExample
 from evidex.taxonomy import LabelDefinition, Taxonomy
-from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, TierDefinition, TierScheme, Usage
+from evidex.types import (
+    DEFAULT_TIERS,
+    Event,
+    Passage,
+    PassageLike,
+    RiskLevel,
+    TierDefinition,
+    TierScheme,
+    Usage,
+)
 
 __all__ = [
     "DEFAULT_TIERS",
     "AnswerInput",
     "AuditDecision",
+    "AuditOptions",
     "AuditPolicy",
     "AuditResult",
     "AuditSummary",
@@ -60,6 +102,7 @@ __all__ = [
     "ClaimAudit",
     "ClassifyExample",
     "ClassifyInput",
+    "ClassifyOptions",
     "ClassifyResult",
     "ConfigError",
     "ConsistencyReport",
@@ -67,6 +110,7 @@ __all__ = [
     "Evidence",
     "EvidexError",
     "HarnessSettings",
+    "Hooks",
     "InputError",
     "Judge",
     "JudgeError",
@@ -79,8 +123,11 @@ __all__ = [
     "Message",
     "MissingExtraError",
     "Passage",
+    "PassageLike",
     "RankedPassage",
+    "RerankInput",
     "RerankMetrics",
+    "RerankOptions",
     "RerankResult",
     "RiskLevel",
     "RoutingDecision",
@@ -93,6 +140,8 @@ __all__ = [
     "TierAssignment",
     "TierDefinition",
     "TierExample",
+    "TierInput",
+    "TierOptions",
     "TierResult",
     "TierScheme",
     "UnknownJudgeError",
@@ -105,7 +154,9 @@ __all__ = [
     "aclassify_many",
     "aconsistency_check",
     "arerank",
+    "arerank_many",
     "atier",
+    "atier_many",
     "audit",
     "audit_many",
     "classify",
@@ -117,6 +168,8 @@ __all__ = [
     "metrics",
     "open_store",
     "rerank",
+    "rerank_many",
     "select_context",
     "tier",
+    "tier_many",
 ]

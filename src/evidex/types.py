@@ -1,7 +1,7 @@
 """Types shared by every job: passages, risk levels, result provenance, tier schemes.
 
-Job-specific result types live beside their task (``evidex.tasks.<job>``) and are re-exported
-from ``evidex``.
+Each job's own vocabulary (its input, options, item and result types) is importable from one
+module, ``evidex.jobs.<job>``, and re-exported from ``evidex``.
 """
 
 from __future__ import annotations

@@ -57,9 +57,13 @@ if TYPE_CHECKING:
 __all__ = [
     "AnswerInput",
     "AuditCall",
+    "AuditDecision",
     "AuditOptions",
+    "AuditPolicy",
     "AuditResult",
     "AuditSpec",
+    "AuditSummary",
+    "ClaimAudit",
     "Mode",
     "UnauditedSpan",
     "aaudit",

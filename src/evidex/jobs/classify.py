@@ -38,6 +38,7 @@ from evidex.tasks.classify import (
     ClassifyExample,
     ClassifyStep,
     ClassifyValue,
+    Evidence,
     LabelAssignment,
 )
 from evidex.taxonomy import Taxonomy
@@ -49,10 +50,13 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_THRESHOLD",
     "ClassifyCall",
+    "ClassifyExample",
     "ClassifyInput",
     "ClassifyOptions",
     "ClassifyResult",
     "ClassifySpec",
+    "Evidence",
+    "LabelAssignment",
     "RoutingDecision",
     "aclassify",
     "aclassify_many",

@@ -35,6 +35,8 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "RankedPassage",
+    "RerankCall",
     "RerankInput",
     "RerankMetrics",
     "RerankOptions",

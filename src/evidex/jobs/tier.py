@@ -44,6 +44,9 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "TierAssignment",
+    "TierCall",
+    "TierExample",
     "TierInput",
     "TierOptions",
     "TierResult",
