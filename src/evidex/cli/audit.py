@@ -214,7 +214,7 @@ def audit_command(
             open_db(db) as store,
             progress(len(items), "answers") as on_progress,
         ):
-            result = audit_many(
+            results = audit_many(
                 items,
                 mode=mode.value,
                 risk=risk,
@@ -223,7 +223,6 @@ def audit_command(
                 store=EchoStore(store),
                 on_progress=on_progress,
             )
-        results = list(result.results.values())
         if batch is None:
             write_json(results[0].report(), output)
         else:
