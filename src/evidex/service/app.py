@@ -1,5 +1,6 @@
 """FastAPI app factory. Judges are built once per spec and kept, so a model loads once and a
-judge's circuit breaker sees every request."""
+judge's in-flight limit and circuit breaker hold across every request. The job endpoints are in
+:mod:`evidex.service.jobs`; the review queue, the audit log, metrics and health here."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
     raise MissingExtraError("the HTTP service", "service") from exc
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 
 from evidex._version import __version__
 from evidex.config import load_settings
@@ -23,24 +24,10 @@ from evidex.errors import EvidexError, RunError, UsageError
 from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs._common import resolve_judge
-from evidex.jobs.select import select_context
-from evidex.jobs.tier import atier
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
-from evidex.types import Passage, RiskLevel, TierScheme
 
 __all__ = ["create_app"]
-
-
-class TierRequest(BaseModel):
-    query: str
-    passages: list[Passage]
-    judge: str | None = None
-    risk: RiskLevel = RiskLevel.LOW
-    batch_size: int = 10
-    tiers: TierScheme | None = None
-    policy: str | None = Field(default=None, description="strict | standard | broad")
-    budget: int = 4000
 
 
 class ResolveRequest(BaseModel):
@@ -100,25 +87,6 @@ def create_app(
             "schema_version": the_store.schema_version(),
         }
 
-    @app.post("/tier")
-    async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
-        result = await atier(
-            body.query,
-            body.passages,
-            judge=judge_for(body.judge, "tier"),
-            store=the_store,
-            settings=settings,
-            tiers=body.tiers,
-            risk=body.risk,
-            batch_size=body.batch_size,
-        )
-        report = result.report()
-        if body.policy:
-            report["context"] = select_context(result, body.policy, body.budget).model_dump(
-                mode="json"
-            )
-        return report
-
     @app.get("/review")
     async def review_list(
         status: str = "pending", job: str | None = None, limit: int = 100
@@ -177,12 +145,21 @@ def _mount_prometheus(app: FastAPI) -> None:
         registry=registry,
         buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
     )
+    queue = prom.Histogram(
+        "evidex_judge_queue_seconds",
+        "Time a judge call waited for a slot of the judge's in-flight limit (not in latency)",
+        ["job"],
+        registry=registry,
+        buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+    )
     tokens = prom.Counter("evidex_tokens", "Judge tokens", ["job", "kind"], registry=registry)
 
     def forward(record: Any) -> None:
         records.labels(record.job, record.status).inc()
         if record.latency_ms is not None:
             latency.labels(record.job).observe(record.latency_ms / 1000)
+        if "queue_ms" in record.detail:
+            queue.labels(record.job).observe(record.detail["queue_ms"] / 1000)
         tokens.labels(record.job, "prompt").inc(record.prompt_tokens)
         tokens.labels(record.job, "completion").inc(record.completion_tokens)
 

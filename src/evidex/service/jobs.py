@@ -1,56 +1,109 @@
-"""HTTP endpoints of the rerank, classify and audit jobs, thin layers over the async library
-calls. ``POST /audit`` returns the internal audit; ``POST /audit/decision`` only the decision
-object that may be shown to end users (no judge output)."""
+"""The four job endpoints, thin layers over the async library calls.
+
+Each request model carries the job's own options under the same names as the library's
+options type (``TierOptions``, ``RerankOptions``, ``ClassifyOptions``, ``AuditOptions``; a test
+keeps them in step), plus the input and the judge spec. ``POST /audit`` returns the internal
+audit; ``POST /audit/decision`` only the decision object that may be shown to end users (no
+judge output).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs.audit import aaudit
-from evidex.jobs.classify import aclassify
-from evidex.jobs.rerank import arerank
+from evidex.jobs.audit import DEFAULT_CLAIMS_PER_BATCH, DEFAULT_SEGMENT_TOKENS, AuditPolicy, aaudit
+from evidex.jobs.classify import DEFAULT_THRESHOLD, aclassify
+from evidex.jobs.rerank import DEFAULT_STEP, DEFAULT_TOP_K, DEFAULT_TOP_N, DEFAULT_WINDOW, arerank
+from evidex.jobs.select import select_context
+from evidex.jobs.tier import DEFAULT_BATCH, atier
 from evidex.judging import Judge
 from evidex.store import SqlStore
-from evidex.types import Passage, RiskLevel
+from evidex.tasks.classify import ClassifyExample
+from evidex.tasks.tier import TierExample
+from evidex.types import Passage, RiskLevel, TierScheme
 
-__all__ = ["register_job_routes"]
+__all__ = [
+    "AuditRequest",
+    "ClassifyRequest",
+    "JobRequest",
+    "RerankRequest",
+    "TierRequest",
+    "register_job_routes",
+]
 
 
-class RerankRequest(BaseModel):
+class JobRequest(BaseModel):
+    """What every job request has: the judge spec (None: the job's configured judge)."""
+
+    judge: str | None = None
+    input_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields that are the job's input, not its options."""
+
+    def options(self) -> dict[str, Any]:
+        """The job's options, as the library call takes them (typed values, not dumps)."""
+        return {
+            k: getattr(self, k)
+            for k in type(self).model_fields
+            if k != "judge" and k not in self.input_fields
+        }
+
+
+class TierRequest(JobRequest):
     query: str
     passages: list[Passage]
-    judge: str | None = None
+    risk: RiskLevel = RiskLevel.LOW
+    batch_size: int = DEFAULT_BATCH
+    tiers: TierScheme | None = None
+    examples: list[TierExample] | None = None
+    review_sample_rate: float = 1.0
+    policy: str | None = Field(default=None, description="strict | standard | broad")
+    budget: int = 4000
+    input_fields: ClassVar[frozenset[str]] = frozenset({"query", "passages", "policy", "budget"})
+
+
+class RerankRequest(JobRequest):
+    query: str
+    passages: list[Passage]
     strategy: str | None = Field(
         default=None, description="allpairs | pairwise | listwise | pointwise"
     )
-    top_k: int = 10
-    top_n: int = 30
+    top_k: int = DEFAULT_TOP_K
+    top_n: int = DEFAULT_TOP_N
+    window: int = DEFAULT_WINDOW
+    step: int = DEFAULT_STEP
+    input_fields: ClassVar[frozenset[str]] = frozenset({"query", "passages"})
 
 
-class ClassifyRequest(BaseModel):
+class ClassifyRequest(JobRequest):
     input: str
     passages: list[Passage]
     labels: Any = Field(description="the taxonomy: a list of {label, description} or a mapping")
-    judge: str | None = None
-    threshold: float = 0.7
+    threshold: float = DEFAULT_THRESHOLD
     risk: RiskLevel = RiskLevel.LOW
     multi_label: bool = False
     constraints: list[str] | None = None
+    examples: list[ClassifyExample] | None = None
+    input_fields: ClassVar[frozenset[str]] = frozenset({"input", "passages", "labels"})
 
 
-class AuditRequest(BaseModel):
+class AuditRequest(JobRequest):
     answer: str
     passages: list[Passage | str]
     answer_id: str | None = None
     question: str | None = None
     mode: str = "one-pass"
     risk: RiskLevel = RiskLevel.LOW
-    judge: str | None = None
+    policy: AuditPolicy | None = None
+    segment_tokens: int = DEFAULT_SEGMENT_TOKENS
+    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH
+    input_fields: ClassVar[frozenset[str]] = frozenset(
+        {"answer", "passages", "answer_id", "question"}
+    )
 
 
 def register_job_routes(
@@ -59,33 +112,28 @@ def register_job_routes(
     judge_for: Callable[[str | None, str], Judge],
     settings: HarnessSettings,
 ) -> None:
+    def run(body: JobRequest, job: str) -> dict[str, Any]:
+        return {"judge": judge_for(body.judge, job), "store": store, "settings": settings}
+
+    @app.post("/tier")
+    async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
+        result = await atier(body.query, body.passages, **run(body, "tier"), **body.options())
+        report = result.report()
+        if body.policy:
+            report["context"] = select_context(result, body.policy, body.budget).model_dump(
+                mode="json"
+            )
+        return report
+
     @app.post("/rerank")
     async def rerank_endpoint(body: RerankRequest) -> dict[str, Any]:
-        result = await arerank(
-            body.query,
-            body.passages,
-            strategy=body.strategy,
-            top_k=body.top_k,
-            top_n=body.top_n,
-            judge=judge_for(body.judge, "rerank"),
-            store=store,
-            settings=settings,
-        )
+        result = await arerank(body.query, body.passages, **run(body, "rerank"), **body.options())
         return result.model_dump(mode="json")
 
     @app.post("/classify")
     async def classify_endpoint(body: ClassifyRequest) -> dict[str, Any]:
         result = await aclassify(
-            body.input,
-            body.passages,
-            body.labels,
-            judge=judge_for(body.judge, "classify"),
-            store=store,
-            settings=settings,
-            threshold=body.threshold,
-            risk=body.risk,
-            multi_label=body.multi_label,
-            constraints=body.constraints,
+            body.input, body.passages, body.labels, **run(body, "classify"), **body.options()
         )
         return result.model_dump(mode="json")
 
@@ -95,11 +143,8 @@ def register_job_routes(
             body.passages,
             answer_id=body.answer_id,
             question=body.question,
-            mode=body.mode,
-            risk=body.risk,
-            judge=judge_for(body.judge, "audit"),
-            store=store,
-            settings=settings,
+            **run(body, "audit"),
+            **body.options(),
         )
 
     @app.post("/audit")
