@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from evidex.harness.ports import ReviewRequest
 from evidex.types import Event, Source, Usage
@@ -34,7 +34,16 @@ if TYPE_CHECKING:
     from evidex.judging import Judge
     from evidex.tasks.base import Step
 
-__all__ = ["JobRun", "JobSpec", "Plan", "Progress", "Routed", "run_planned", "verdict"]
+__all__ = [
+    "JobResult",
+    "JobRun",
+    "JobSpec",
+    "Plan",
+    "Progress",
+    "Routed",
+    "run_planned",
+    "verdict",
+]
 
 Progress = Callable[[int, int], None]
 """``on_progress(done, total)``: called as a job (or a batch of jobs) advances."""
@@ -47,6 +56,19 @@ Out = TypeVar("Out")
 Out_co = TypeVar("Out_co", covariant=True)
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
+
+
+class JobResult(BaseModel):
+    """What every job's result says of how it was made: what happened to the input, which
+    judge and prompt version judged it, the run id that ties its audit-log rows together,
+    and what it cost."""
+
+    events: list[Event] = Field(default_factory=list)
+    judge_id: str
+    prompt_version: str
+    run_id: str
+    usage: Usage = Field(default_factory=Usage)
+    judge_calls: int = 0
 
 
 @dataclass(frozen=True)
@@ -88,9 +110,7 @@ class JobSpec(Protocol[In_contra, D, M, Out_co]):
         """The review requests the merged result raises (the job's routing rules)."""
         ...
 
-    def finish(
-        self, plan: Plan[D], merged: M, run: JobRun, routed: Sequence[Routed]
-    ) -> Out_co:
+    def finish(self, plan: Plan[D], merged: M, run: JobRun, routed: Sequence[Routed]) -> Out_co:
         """The result, with its routed review items and the run's totals on it."""
         ...
 
@@ -124,6 +144,28 @@ class JobRun:
 
     def review(self, request: ReviewRequest) -> int:
         return self.harness.review(self.ctx, request)
+
+    def review_request(
+        self, reason: str, payload: dict[str, Any], passage_ids: Sequence[str] = ()
+    ) -> ReviewRequest:
+        """A review request of this run (job, run id and risk filled in)."""
+        return ReviewRequest(
+            job=self.ctx.job,
+            reason=reason,
+            run_id=self.ctx.run_id,
+            risk=self.ctx.risk,
+            passage_ids=list(passage_ids),
+            payload=payload,
+        )
+
+    def totals(self, routed: Sequence[Routed] = ()) -> dict[str, Any]:
+        """The run's totals for a result: its review items (fallbacks' and routed), calls and
+        usage over every attempt."""
+        return {
+            "review_item_ids": self.fallback_review_ids + [r.item_id for r in routed],
+            "usage": self.usage,
+            "judge_calls": self.calls,
+        }
 
     async def call(self, step: Step[B, V], batch: B, *, batch_id: str | None = None) -> Outcome[V]:
         """One validated exchange (see :meth:`Harness.call`), counted in the run's totals."""

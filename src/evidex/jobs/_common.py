@@ -13,6 +13,8 @@ import functools
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, ParamSpec, TypedDict, TypeVar
 
+from pydantic import BaseModel, ConfigDict
+
 from evidex.errors import ConfigError
 from evidex.harness.events import Hooks, Subscriber
 from evidex.harness.job import Progress
@@ -20,7 +22,15 @@ from evidex.harness.ports import StorePort
 from evidex.harness.runner import Harness, HarnessSettings
 from evidex.judging import Judge
 
-__all__ = ["RunOptions", "harness_for", "resolve_judge", "resolve_store", "run_sync", "sync_of"]
+__all__ = [
+    "QueryInput",
+    "RunOptions",
+    "harness_for",
+    "resolve_judge",
+    "resolve_store",
+    "run_sync",
+    "sync_of",
+]
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -31,6 +41,17 @@ DEFAULT_JUDGES = {
     "classify": "local:qwen",
     "audit": "local:qwen",
 }
+
+
+class QueryInput(BaseModel):
+    """One query with its retrieved passages: the item of the tier and rerank batch forms.
+    ``passages`` are anything :func:`~evidex.preflight.coerce_passages` takes."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    query: str
+    passages: list[Any]
+    id: str | None = None
 
 
 class RunOptions(TypedDict, total=False):

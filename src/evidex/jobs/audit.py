@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import InputError
-from evidex.harness.job import JobRun, Plan, Routed, verdict
+from evidex.harness.job import JobResult, JobRun, Plan, Routed, verdict
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._audit_budget import Fit, fit_to_window
 from evidex.jobs._audit_policy import (
@@ -49,7 +49,7 @@ from evidex.tasks.audit import (
     SegmentBatch,
 )
 from evidex.tasks.spans import segment_text
-from evidex.types import Event, Passage, PassageLike, RiskLevel, Source, Usage
+from evidex.types import Event, Passage, PassageLike, RiskLevel, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -126,7 +126,7 @@ class UnauditedSpan(BaseModel):
     review_item_id: int | None = None
 
 
-class AuditResult(BaseModel):
+class AuditResult(JobResult):
     """The internal audit of one answer: every claim with its evidence, and the decision.
 
     Hand :attr:`decision` to anything user-facing, never this object: it holds judge output.
@@ -143,13 +143,7 @@ class AuditResult(BaseModel):
     reason: str | None = None
     unaudited: list[UnauditedSpan] = Field(default_factory=list)
     alert: BaselineAlert | None = None
-    events: list[Event] = Field(default_factory=list)
     review_item_ids: list[int] = Field(default_factory=list)
-    judge_id: str
-    prompt_version: str
-    run_id: str
-    usage: Usage = Field(default_factory=Usage)
-    judge_calls: int = 0
 
     def report(self) -> dict[str, Any]:
         """The spec's output schema (answer_id, claims, summary) plus decision and provenance."""
@@ -287,12 +281,9 @@ class AuditSpec:
             return []
         item = plan.data.item
         return [
-            ReviewRequest(
-                job="audit",
-                reason="; ".join(r.message for r in decision.reasons),
-                run_id=run.ctx.run_id,
-                risk=run.ctx.risk,
-                payload={
+            run.review_request(
+                "; ".join(r.message for r in decision.reasons),
+                {
                     "answer_id": plan.data.answer_id,
                     "question": item.question,
                     "answer": item.answer,
@@ -350,12 +341,10 @@ class AuditSpec:
             unaudited=graded.unaudited,
             alert=alert,
             events=graded.events,
-            review_item_ids=run.fallback_review_ids + [r.item_id for r in routed],
             judge_id=run.judge.judge_id,
             prompt_version=_prompt_version(graded.mode),
             run_id=run.ctx.run_id,
-            usage=run.usage,
-            judge_calls=run.calls,
+            **run.totals(routed),
         )
 
 

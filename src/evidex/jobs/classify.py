@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from evidex.errors import InputError
 from evidex.harness.budget import drop_to_budget, reply_reserve, retry_prompt_tokens
-from evidex.harness.job import JobRun, Plan, Routed
+from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
@@ -42,7 +42,7 @@ from evidex.tasks.classify import (
     LabelAssignment,
 )
 from evidex.taxonomy import Taxonomy
-from evidex.types import Event, Passage, PassageLike, RiskLevel, Source, Usage
+from evidex.types import Passage, PassageLike, RiskLevel, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -103,7 +103,7 @@ class ClassifyInput(BaseModel):
     passages: list[Any]
 
 
-class ClassifyResult(BaseModel):
+class ClassifyResult(JobResult):
     """The spec's output schema plus where it came from and what was routed to review."""
 
     id: str | None = None
@@ -123,12 +123,6 @@ class ClassifyResult(BaseModel):
         default_factory=dict, description="removed passage id → the kept id with the same text"
     )
     dropped: list[str] = Field(default_factory=list, description="left out to fit the budget")
-    events: list[Event] = Field(default_factory=list)
-    judge_id: str
-    prompt_version: str
-    run_id: str
-    usage: Usage = Field(default_factory=Usage)
-    judge_calls: int = 0
 
     @property
     def labels(self) -> list[str]:
@@ -313,18 +307,15 @@ class ClassifySpec:
             mode="json"
         )
         return [
-            ReviewRequest(
-                job="classify",
-                reason=reason,
-                run_id=run.ctx.run_id,
-                risk=run.ctx.risk,
-                passage_ids=[p.passage_id for p in batch.passages],
-                payload={
+            run.review_request(
+                reason,
+                {
                     "input": batch.input,
                     "label": assignment.label if assignment else None,
                     "assignment": assignment.model_dump(mode="json") if assignment else None,
                     "result": value,
                 },
+                [p.passage_id for p in batch.passages],
             )
             for reason, assignment in wanted
         ]

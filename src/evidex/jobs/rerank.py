@@ -16,20 +16,27 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from evidex.errors import InputError
 from evidex.harness.budget import passage_limit
-from evidex.harness.job import JobRun, Plan, Routed
+from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import RunOptions, harness_for, job_options, resolve_judge, sync_of
+from evidex.jobs._common import (
+    QueryInput,
+    RunOptions,
+    harness_for,
+    job_options,
+    resolve_judge,
+    sync_of,
+)
 from evidex.jobs._rank_algos import kendall_tau_distance
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
 from evidex.preflight import Prepared, coerce_passages, prepare_passages
 from evidex.tasks.rerank import STRATEGIES, RankedPassage
-from evidex.types import Event, Passage, PassageLike, Source, Usage
+from evidex.types import Event, Passage, PassageLike, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -74,14 +81,8 @@ class RerankCall(RerankOptions, RunOptions, total=False):
     """Every keyword of a rerank call."""
 
 
-class RerankInput(BaseModel):
-    """One query with its candidates (the batch form's item)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    query: str
-    passages: list[Any]
-    id: str | None = None
+RerankInput = QueryInput
+"""One query with its passages (the batch form's item)."""
 
 
 class RerankMetrics(BaseModel):
@@ -108,7 +109,7 @@ class RerankMetrics(BaseModel):
     ties: int | None = Field(default=None, description="pairwise: inconsistent or failed pairs")
 
 
-class RerankResult(BaseModel):
+class RerankResult(JobResult):
     """One ranking for every strategy: each candidate once, ranks 1..n, with provenance.
 
     ``source`` is ``fallback`` when any part of the ranking fell back to retrieval order (the
@@ -124,14 +125,8 @@ class RerankResult(BaseModel):
     ranked_passages: list[RankedPassage]
     source: Source
     reason: str | None = None
-    events: list[Event] = Field(default_factory=list)
     metrics: RerankMetrics
     review_item_ids: list[int] = Field(default_factory=list)
-    judge_id: str
-    prompt_version: str
-    run_id: str
-    usage: Usage = Field(default_factory=Usage)
-    judge_calls: int = 0
 
     def top(self, k: int | None = None) -> list[RankedPassage]:
         """The first ``k`` (default ``top_k``) passages of the ranking."""
@@ -297,13 +292,7 @@ class RerankSpec:
         run: JobRun,
         routed: Sequence[Routed],
     ) -> RerankResult:
-        return result.model_copy(
-            update={
-                "review_item_ids": run.fallback_review_ids + [r.item_id for r in routed],
-                "usage": run.usage,
-                "judge_calls": run.calls,
-            }
-        )
+        return result.model_copy(update=run.totals(routed))
 
 
 # ---------------------------------------------------------------------------- entry points

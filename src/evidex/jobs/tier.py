@@ -13,14 +13,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from evidex.errors import InputError
 from evidex.harness.budget import passage_limit
-from evidex.harness.job import JobRun, Plan, Routed
+from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
-from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
+from evidex.jobs._common import QueryInput, RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
 from evidex.preflight import Prepared, coerce_passages, prepare_passages
 from evidex.tasks.tier import (
@@ -32,12 +32,10 @@ from evidex.tasks.tier import (
 )
 from evidex.types import (
     DEFAULT_TIERS,
-    Event,
     Passage,
     PassageLike,
     RiskLevel,
     TierScheme,
-    Usage,
 )
 
 if TYPE_CHECKING:
@@ -80,17 +78,11 @@ class TierCall(TierOptions, RunOptions, total=False):
     """Every keyword of a tier call."""
 
 
-class TierInput(BaseModel):
-    """One query with its retrieved passages (the batch form's item)."""
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    query: str
-    passages: list[Any]
-    id: str | None = None
+TierInput = QueryInput
+"""One query with its passages (the batch form's item)."""
 
 
-class TierResult(BaseModel):
+class TierResult(JobResult):
     """Every input passage exactly once, in input order, with its tier and provenance."""
 
     id: str | None = None
@@ -99,13 +91,7 @@ class TierResult(BaseModel):
     tier_summary: dict[str, int]
     scheme: TierScheme
     passages: list[Passage] = Field(repr=False)
-    events: list[Event] = Field(default_factory=list)
     review_item_ids: list[int] = Field(default_factory=list)
-    judge_id: str
-    prompt_version: str
-    run_id: str
-    usage: Usage = Field(default_factory=Usage)
-    judge_calls: int = 0
 
     def tier_of(self, passage_id: str) -> str:
         for a in self.classifications:
@@ -224,13 +210,10 @@ class TierSpec:
             return []
         top = self.scheme.top
         return [
-            ReviewRequest(
-                job="tier",
-                reason=f"high risk: {top} grade needs human confirmation",
-                run_id=run.ctx.run_id,
-                risk=run.ctx.risk,
-                passage_ids=[a.passage_id],
-                payload={"query": plan.query, "assignment": a.model_dump(mode="json")},
+            run.review_request(
+                f"high risk: {top} grade needs human confirmation",
+                {"query": plan.query, "assignment": a.model_dump(mode="json")},
+                [a.passage_id],
             )
             for a in result.classifications
             if a.tier == top
@@ -242,13 +225,7 @@ class TierSpec:
     def finish(
         self, plan: Plan[_Prepared], result: TierResult, run: JobRun, routed: Sequence[Routed]
     ) -> TierResult:
-        return result.model_copy(
-            update={
-                "review_item_ids": run.fallback_review_ids + [r.item_id for r in routed],
-                "usage": run.usage,
-                "judge_calls": run.calls,
-            }
-        )
+        return result.model_copy(update=run.totals(routed))
 
 
 async def atier(
