@@ -158,6 +158,14 @@ class JobRun:
             payload=payload,
         )
 
+    def provenance(self, prompt_version: str) -> dict[str, Any]:
+        """Who judged a result: the judge, the prompt version and this run's id."""
+        return {
+            "judge_id": self.judge.judge_id,
+            "prompt_version": prompt_version,
+            "run_id": self.ctx.run_id,
+        }
+
     def totals(self, routed: Sequence[Routed] = ()) -> dict[str, Any]:
         """The run's totals for a result: its review items (fallbacks' and routed), calls and
         usage over every attempt."""

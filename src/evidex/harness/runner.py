@@ -275,22 +275,11 @@ class Harness:
             try:
                 calls += 1
                 reply = await self._send(judge_request, timing)
-            except CircuitOpenError as exc:
-                calls -= 1
-                reason = f"judge unavailable: {exc}"
-                attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
-                self.hooks.emit(
-                    AuditRecord(
-                        **base,
-                        status="error",
-                        attempt=attempt,
-                        errors=[reason],
-                        cache_key=key,
-                        detail=timing.detail(),
-                    )
-                )
-                break
             except JudgeUnavailable as exc:
+                # an open breaker refused the call before sending: no call, no waiting more
+                refused = isinstance(exc, CircuitOpenError)
+                if refused:
+                    calls -= 1
                 reason = f"judge unavailable: {exc}"
                 attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
                 self.hooks.emit(
@@ -298,13 +287,15 @@ class Harness:
                         **base,
                         status="error",
                         attempt=attempt,
-                        temperature=temperature,
+                        temperature=None if refused else temperature,
                         errors=[reason],
                         latency_ms=timing.latency_ms,
                         cache_key=key,
                         detail=timing.detail(),
                     )
                 )
+                if refused:
+                    break
                 if attempt < step.max_attempts:
                     await asyncio.sleep(self._wait_before_retry(attempt, exc))
                 continue

@@ -197,14 +197,11 @@ class BaselineAlert(BaseModel):
 
 @runtime_checkable
 class AuditRowReader(Protocol):
+    """The part of a store the baseline reads (a store's ``audit_rows`` takes more filters)."""
+
     def audit_rows(
-        self,
-        *,
-        last: int | None = None,
-        run_id: str | None = None,
-        job: str | None = None,
-        step: str | None = None,
-    ) -> list[dict[str, Any]]: ...
+        self, *, last: int | None = None, job: str | None = None, step: str | None = None
+    ) -> Any: ...
 
 
 def read_baseline(store: object, policy: AuditPolicy) -> Baseline | None:

@@ -341,9 +341,7 @@ class AuditSpec:
             unaudited=graded.unaudited,
             alert=alert,
             events=graded.events,
-            judge_id=run.judge.judge_id,
-            prompt_version=_prompt_version(graded.mode),
-            run_id=run.ctx.run_id,
+            **run.provenance(_prompt_version(graded.mode)),
             **run.totals(routed),
         )
 

@@ -263,9 +263,7 @@ class ClassifySpec:
             duplicates=dict(plan.data.duplicates),
             dropped=list(plan.data.dropped),
             events=list(plan.events),
-            judge_id=run.judge.judge_id,
-            prompt_version=ClassifyStep.template.version,
-            run_id=run.ctx.run_id,
+            **run.provenance(ClassifyStep.template.version),
         )
 
     def reviews(

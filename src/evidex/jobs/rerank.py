@@ -274,9 +274,7 @@ class RerankSpec:
             reason=reason,
             events=events,
             metrics=metrics,
-            judge_id=run.judge.judge_id,
-            prompt_version=template_of(self.strategy).version,
-            run_id=run.ctx.run_id,
+            **run.provenance(template_of(self.strategy).version),
         )
 
     def reviews(

@@ -197,9 +197,7 @@ class TierSpec:
             scheme=self.scheme,
             passages=plan.data.items,
             events=[*plan.events, *run.events],
-            judge_id=run.judge.judge_id,
-            prompt_version=TierStep.template.version,
-            run_id=run.ctx.run_id,
+            **run.provenance(TierStep.template.version),
         )
 
     def reviews(
