@@ -10,14 +10,17 @@ environment only, and anything written to stderr passes through :func:`redact`.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import ValidationError
@@ -26,8 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from evidex.cli._app import err_console, redact
 from evidex.config import load_settings
 from evidex.errors import ConfigError, InputError
-from evidex.harness.events import AuditRecord
-from evidex.harness.ports import ReviewRequest
+from evidex.harness.events import AuditRecord, Hooks
 from evidex.jobs import resolve_judge, run_sync
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
@@ -36,34 +38,49 @@ from evidex.types import Passage, RiskLevel
 __all__ = [
     "BaseUrlOpt",
     "DbOpt",
-    "EchoStore",
     "JudgeOpt",
     "OutputOpt",
     "RiskOpt",
+    "RunFlags",
     "VerboseOpt",
+    "echo_hooks",
     "explain_passage_error",
     "job_judge",
     "json_line",
     "jsonl_objects",
     "make_judge",
     "open_db",
+    "passages_option",
     "progress",
     "read_lines",
     "read_passages",
     "redact",
+    "run_flags",
+    "unset_option",
     "verbose_logging",
 ]
 
 logger = logging.getLogger("evidex.cli")
 
 # ---------------------------------------------------------------------------- options
+
+
+def unset_option(*decls: str, metavar: str, help: str, **extra: Any) -> Any:
+    """An option that may be left out (its default, None, is not shown in ``--help``)."""
+    return typer.Option(*decls, metavar=metavar, show_default=False, help=help, **extra)
+
+
+def passages_option(help: str) -> Any:
+    """The ``--passages`` / ``-p`` option of a job command, with the job's own help text."""
+    return unset_option("--passages", "-p", metavar="FILE.jsonl", help=help)
+
+
 JudgeOpt = Annotated[
     str | None,
-    typer.Option(
+    unset_option(
         "--judge",
         "-j",
         metavar="SPEC",
-        show_default=False,
         help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
         "Default: the job's configured judge (EVIDEX_JUDGE_<JOB>, [judges] in the config "
         "file), else local:minilm for tier and rerank, local:qwen for classify and audit.",
@@ -71,10 +88,9 @@ JudgeOpt = Annotated[
 ]
 JudgeOptionOpt = Annotated[
     list[str] | None,
-    typer.Option(
+    unset_option(
         "--judge-option",
         metavar="KEY=VALUE",
-        show_default=False,
         help="An option of the judge, e.g. compute=float32 or "
         "thresholds_path=reports/calibration-tier/thresholds.json for local:minilm, "
         "n_threads=1 for local:qwen. Repeatable; a misspelled option is an error.",
@@ -82,10 +98,9 @@ JudgeOptionOpt = Annotated[
 ]
 BaseUrlOpt = Annotated[
     str | None,
-    typer.Option(
+    unset_option(
         "--base-url",
         metavar="URL",
-        show_default=False,
         help="Endpoint of the OpenAI-compatible server, for openai: judges only. Default: "
         "EVIDEX_OPENAI_BASE_URL, else OPENAI_BASE_URL. The API key is read from OPENAI_API_KEY "
         "only, never from the command line.",
@@ -93,10 +108,9 @@ BaseUrlOpt = Annotated[
 ]
 DbOpt = Annotated[
     str | None,
-    typer.Option(
+    unset_option(
         "--db",
         metavar="URL",
-        show_default=False,
         help="Store for the audit log, cache and review queue: sqlite:///FILE or a PostgreSQL "
         "URL. Default: EVIDEX_DB, else evidex.db in the user data dir.",
     ),
@@ -111,12 +125,11 @@ RiskOpt = Annotated[
 ]
 OutputOpt = Annotated[
     Path | None,
-    typer.Option(
+    unset_option(
         "--output",
         "-o",
         metavar="FILE",
         dir_okay=False,
-        show_default=False,
         help="Write the JSON result to FILE instead of stdout.",
     ),
 ]
@@ -128,6 +141,69 @@ VerboseOpt = Annotated[
         help="Log the settings and every judge exchange to stderr (secrets are masked).",
     ),
 ]
+
+
+@dataclass(frozen=True)
+class RunFlags:
+    """The options the job commands share, handed to a command as one value by
+    :func:`run_flags`."""
+
+    judge: str | None = None
+    base_url: str | None = None
+    judge_option: list[str] | None = None
+    db: str | None = None
+    output: Path | None = None
+    verbose: bool = False
+
+    def job_judge(self, job: str) -> AbstractContextManager[Judge]:
+        """The judge of ``job`` from ``--judge``, ``--base-url`` and ``--judge-option``."""
+        return job_judge(self.judge, job, self.base_url, self.judge_option)
+
+
+_RUN_FLAGS: dict[str, tuple[Any, Any]] = {
+    "judge": (JudgeOpt, None),
+    "base_url": (BaseUrlOpt, None),
+    "judge_option": (JudgeOptionOpt, None),
+    "db": (DbOpt, None),
+    "output": (OutputOpt, None),
+    "verbose": (VerboseOpt, False),
+}
+
+R = TypeVar("R")
+
+
+def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Add the shared options ``names`` (default: all of :class:`RunFlags`) to a command.
+
+    The command declares its own options and a ``flags: RunFlags`` parameter; typer reads the
+    signature set here, which has the command's options followed by the shared ones, and the
+    command gets the shared ones as one :class:`RunFlags`.
+    """
+    chosen = names or tuple(_RUN_FLAGS)
+
+    def decorate(command: Callable[..., R]) -> Callable[..., R]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "flags"]
+        keyword = inspect.Parameter.KEYWORD_ONLY
+        shared = [
+            inspect.Parameter(
+                name, keyword, annotation=_RUN_FLAGS[name][0], default=_RUN_FLAGS[name][1]
+            )
+            for name in chosen
+        ]
+
+        @functools.wraps(command)
+        def with_flags(*args: Any, **kwargs: Any) -> R:
+            flags = RunFlags(**{name: kwargs.pop(name) for name in chosen})
+            return command(*args, flags=flags, **kwargs)
+
+        with_flags.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*own, *shared]
+        )
+        return with_flags
+
+    return decorate
+
 
 # ---------------------------------------------------------------------------- passages
 
@@ -289,39 +365,31 @@ def open_db(url: str | None) -> Iterator[SqlStore]:
         store.close()
 
 
-class EchoStore:
-    """A store that also logs every audit record in one line: what ``--verbose`` shows of a run.
+def echo_hooks() -> Hooks:
+    """A hook bus that logs every audit record of a run in one line: what ``--verbose`` shows.
 
-    It wraps the real store rather than subscribing to the harness, because the job functions
-    build their harness themselves; the audit log stays the single source of these lines.
+    The job functions emit each record to the caller's ``hooks=`` as well as to the audit log,
+    so these lines and the log rows are the same records.
     """
+    hooks = Hooks()
+    hooks.subscribe(log_record)
+    return hooks
 
-    def __init__(self, store: SqlStore) -> None:
-        self.store = store
 
-    def append_audit(self, record: AuditRecord) -> None:
-        self.store.append_audit(record)
-        parts = [record.job, record.step, record.batch_id or "-", record.status]
-        if record.attempt:
-            parts.append(f"attempt {record.attempt}")
-        if record.latency_ms is not None:
-            parts.append(f"{record.latency_ms:.0f} ms")
-        if record.prompt_tokens or record.completion_tokens:
-            parts.append(f"tokens {record.prompt_tokens}+{record.completion_tokens}")
-        if record.errors:
-            parts.append("errors: " + "; ".join(record.errors)[:300])
-        if record.detail:
-            parts.append(json_line(record.detail)[:300])
-        logger.info(" ".join(parts))
-
-    def cache_get(self, key: str) -> dict[str, Any] | None:
-        return self.store.cache_get(key)
-
-    def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None:
-        self.store.cache_put(key, job, value)
-
-    def add_review(self, request: ReviewRequest) -> int:
-        return self.store.add_review(request)
+def log_record(record: AuditRecord) -> None:
+    """One line for an audit record: job, step, batch, status, attempt, latency, tokens, errors."""
+    parts = [record.job, record.step, record.batch_id or "-", record.status]
+    if record.attempt:
+        parts.append(f"attempt {record.attempt}")
+    if record.latency_ms is not None:
+        parts.append(f"{record.latency_ms:.0f} ms")
+    if record.prompt_tokens or record.completion_tokens:
+        parts.append(f"tokens {record.prompt_tokens}+{record.completion_tokens}")
+    if record.errors:
+        parts.append("errors: " + "; ".join(record.errors)[:300])
+    if record.detail:
+        parts.append(json_line(record.detail)[:300])
+    logger.info(" ".join(parts))
 
 
 # ---------------------------------------------------------------------------- stderr

@@ -15,20 +15,17 @@ from pydantic import ValidationError
 
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
-    BaseUrlOpt,
-    DbOpt,
-    EchoStore,
-    JudgeOpt,
-    JudgeOptionOpt,
-    OutputOpt,
     RiskOpt,
-    VerboseOpt,
+    RunFlags,
+    echo_hooks,
     explain_passage_error,
-    job_judge,
     json_line,
     open_db,
+    passages_option,
     progress,
     read_lines,
+    run_flags,
+    unset_option,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
@@ -116,50 +113,41 @@ def read_answers(path: str | Path) -> list[AnswerInput]:
 
 
 @app.command("audit")
+@run_flags()
 def audit_command(
+    flags: RunFlags,
     answer: Annotated[
         str | None,
-        typer.Option(
-            "--answer", "-a", metavar="TEXT", show_default=False, help="The generated answer."
-        ),
+        unset_option("--answer", "-a", metavar="TEXT", help="The generated answer."),
     ] = None,
     answer_file: Annotated[
         Path | None,
-        typer.Option(
-            "--answer-file", metavar="FILE", show_default=False, help="Read the answer from FILE."
-        ),
+        unset_option("--answer-file", metavar="FILE", help="Read the answer from FILE."),
     ] = None,
     passages: Annotated[
         str | None,
-        typer.Option(
-            "--passages",
-            "-p",
-            metavar="FILE.jsonl",
-            show_default=False,
-            help="The retrieved passages exactly as used for generation, one JSON object a line "
+        passages_option(
+            "The retrieved passages exactly as used for generation, one JSON object a line "
             '({"passage_id": ..., "text": ..., "title": ..., "url": ...}; ids default to '
-            "passage-1, passage-2 ...) or one JSON string a line. '-' reads stdin.",
+            "passage-1, passage-2 ...) or one JSON string a line. '-' reads stdin."
         ),
     ] = None,
     batch: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--batch",
             metavar="FILE.jsonl",
-            show_default=False,
             help="Audit many answers: one JSON object a line with answer, and optionally "
             "answer_id, question, passages, claims. Writes one JSON result a line.",
         ),
     ] = None,
     question: Annotated[
         str | None,
-        typer.Option(
-            "--question", "-q", metavar="TEXT", show_default=False, help="The user's question."
-        ),
+        unset_option("--question", "-q", metavar="TEXT", help="The user's question."),
     ] = None,
     answer_id: Annotated[
         str | None,
-        typer.Option("--answer-id", metavar="ID", show_default=False, help="Id of the answer."),
+        unset_option("--answer-id", metavar="ID", help="Id of the answer."),
     ] = None,
     mode: Annotated[
         ModeOpt,
@@ -185,12 +173,6 @@ def audit_command(
             "--on-contradiction", case_sensitive=False, help="What a contradicted claim does."
         ),
     ] = OnContradiction.BLOCK,
-    judge: JudgeOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_option: JudgeOptionOpt = None,
-    db: DbOpt = None,
-    output: OutputOpt = None,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Split a generated answer into verbatim claims and grade each against the passages.
 
@@ -201,7 +183,7 @@ def audit_command(
     review item for the claims without a valid grade (claims graded validly keep their grade);
     the exit code is 0 whatever the decision.
     """
-    with verbose_logging(verbose):
+    with verbose_logging(flags.verbose):
         items = _inputs(answer, answer_file, passages, batch, question, answer_id)
         try:
             policy = AuditPolicy(
@@ -210,8 +192,8 @@ def audit_command(
         except ValidationError as exc:
             raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
         with (
-            job_judge(judge, "audit", base_url, judge_option) as the_judge,
-            open_db(db) as store,
+            flags.job_judge("audit") as the_judge,
+            open_db(flags.db) as store,
             progress(len(items), "answers") as on_progress,
         ):
             results = audit_many(
@@ -220,13 +202,14 @@ def audit_command(
                 risk=risk,
                 policy=policy,
                 judge=the_judge,
-                store=EchoStore(store),
+                store=store,
+                hooks=echo_hooks(),
                 on_progress=on_progress,
             )
         if batch is None:
-            write_json(results[0].report(), output)
+            write_json(results[0].report(), flags.output)
         else:
-            write_lines([json_line(r.report()) for r in results], output)
+            write_lines([json_line(r.report()) for r in results], flags.output)
         _tell(results)
 
 

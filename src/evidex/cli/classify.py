@@ -17,21 +17,18 @@ from rich.markup import escape
 
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
-    BaseUrlOpt,
-    DbOpt,
-    EchoStore,
-    JudgeOpt,
-    JudgeOptionOpt,
-    OutputOpt,
     RiskOpt,
-    VerboseOpt,
+    RunFlags,
+    echo_hooks,
     explain_passage_error,
-    job_judge,
     json_line,
     jsonl_objects,
     open_db,
+    passages_option,
     progress,
     read_passages,
+    run_flags,
+    unset_option,
     verbose_logging,
 )
 from evidex.errors import InputError, UsageError
@@ -106,6 +103,7 @@ def _warn(results: list[ClassifyResult]) -> None:
 
 
 @app.command("classify")
+@run_flags()
 def classify_command(
     labels: Annotated[
         Path,
@@ -117,34 +115,28 @@ def classify_command(
             "with 'labels', or a mapping of name to description.",
         ),
     ],
+    flags: RunFlags,
     input: Annotated[
         str | None,
-        typer.Option("--input", "-i", metavar="TEXT", show_default=False, help="Text to classify."),
+        unset_option("--input", "-i", metavar="TEXT", help="Text to classify."),
     ] = None,
     input_file: Annotated[
         Path | None,
-        typer.Option(
-            "--input-file", metavar="FILE", show_default=False, help="Read the text from FILE."
-        ),
+        unset_option("--input-file", metavar="FILE", help="Read the text from FILE."),
     ] = None,
     passages: Annotated[
         str | None,
-        typer.Option(
-            "--passages",
-            "-p",
-            metavar="FILE.jsonl",
-            show_default=False,
-            help='Retrieved passages, one JSON object a line: {"passage_id": ..., "text": ...} '
+        passages_option(
+            'Retrieved passages, one JSON object a line: {"passage_id": ..., "text": ...} '
             "(rank is optional: over budget, the lowest-ranked are left out first). '-' reads "
-            "stdin.",
+            "stdin."
         ),
     ] = None,
     batch: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--batch",
             metavar="FILE.jsonl",
-            show_default=False,
             help='Classify many inputs: one {"id", "input", "passages": [...]} a line; writes '
             "one JSON result a line.",
         ),
@@ -165,39 +157,28 @@ def classify_command(
     risk: RiskOpt = RiskLevel.LOW,
     constraint: Annotated[
         list[str] | None,
-        typer.Option(
-            "--constraint",
-            metavar="TEXT",
-            show_default=False,
-            help="An extra rule for the judge (repeatable).",
+        unset_option(
+            "--constraint", metavar="TEXT", help="An extra rule for the judge (repeatable)."
         ),
     ] = None,
     examples: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--examples",
             metavar="FILE",
-            show_default=False,
             help="Few-shot examples (JSON, YAML or JSONL list of {input, passages, output}).",
         ),
     ] = None,
     consistency: Annotated[
         int | None,
-        typer.Option(
+        unset_option(
             "--consistency",
             metavar="N",
             min=1,
-            show_default=False,
             help="Instead of one result, classify N times as given and N times with shuffled "
             "passages (without the cache) and report label agreement and confidence spread.",
         ),
     ] = None,
-    judge: JudgeOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_option: JudgeOptionOpt = None,
-    db: DbOpt = None,
-    output: OutputOpt = None,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Assign labels from a taxonomy to a text, each backed by quotes from the passages.
 
@@ -206,7 +187,7 @@ def classify_command(
     opened and why). An answer still invalid after one retry becomes unclassifiable with
     source "fallback" (a review item too at medium and high risk); the exit code is still 0.
     """
-    with verbose_logging(verbose):
+    with verbose_logging(flags.verbose):
         if batch is not None and (input is not None or input_file is not None or passages):
             raise UsageError("--batch carries its own inputs and passages; drop --input/--passages")
         if batch is not None and consistency is not None:
@@ -227,10 +208,9 @@ def classify_command(
             "multi_label": multi_label,
         }
         with (
-            job_judge(judge, "classify", base_url, judge_option) as the_judge,
-            open_db(db) as store,
+            flags.job_judge("classify") as the_judge,
+            open_db(flags.db) as store,
         ):
-            echo = EchoStore(store)
             if consistency is not None:
                 report = consistency_check(
                     items[0].input,
@@ -238,23 +218,25 @@ def classify_command(
                     taxonomy,
                     runs=consistency,
                     judge=the_judge,
-                    store=echo,
+                    store=store,
+                    hooks=echo_hooks(),
                     **options,
                 )
-                write_json(report.model_dump(mode="json"), output)
+                write_json(report.model_dump(mode="json"), flags.output)
                 return
             with progress(len(items), "classify") as on_progress:
                 results = classify_many(
                     items,
                     taxonomy,
                     judge=the_judge,
-                    store=echo,
+                    store=store,
+                    hooks=echo_hooks(),
                     on_progress=on_progress,
                     **options,
                 )
         if batch is None:
-            write_json(results[0].report(), output)
+            write_json(results[0].report(), flags.output)
         else:
             lines = [json_line(r.report()) for r in results]
-            write_lines(lines, output, f"wrote {len(lines)} result(s) to {output}")
+            write_lines(lines, flags.output, f"wrote {len(lines)} result(s) to {flags.output}")
         _warn(results)

@@ -38,8 +38,9 @@ from evidex.cli._demo_types import (
     load_demo,
 )
 from evidex.cli._demo_view import StepProgress, show_run
-from evidex.cli._io import BaseUrlOpt, DbOpt, EchoStore, VerboseOpt, open_db, verbose_logging
+from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags, unset_option, verbose_logging
 from evidex.errors import ConfigError, MissingExtraError
+from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
 from evidex.jobs import run_sync
 from evidex.judging import Judge
@@ -90,6 +91,7 @@ def run_demo(
     judges: Mapping[str, Judge | str] | None = None,
     *,
     store: StorePort | str | None = None,
+    hooks: Hooks | None = None,
     budget: int = DEMO_BUDGET,
     base_url: str | None = None,
     example: DemoExample | None = None,
@@ -99,9 +101,10 @@ def run_demo(
 
     ``judges`` maps a job (rerank, tier, audit, classify) to a judge or a spec string; missing
     jobs get :data:`DEMO_JUDGES`. Judges built here from specs are closed at the end; given
-    instances stay the caller's. ``base_url`` goes to ``openai:`` specs only. When the audit or
-    classify judge needs an extra that is not installed, that step is skipped (see
-    :attr:`DemoRun.skipped`) instead of failing the run; any other error propagates.
+    instances stay the caller's. ``hooks`` sees every audit record of every step. ``base_url``
+    goes to ``openai:`` specs only. When the audit or classify judge needs an extra that is not
+    installed, that step is skipped (see :attr:`DemoRun.skipped`) instead of failing the run;
+    any other error propagates.
     """
     demo = example or load_demo()
     specs = {**DEMO_JUDGES, **dict(judges or {})}
@@ -125,11 +128,16 @@ def run_demo(
                 top_k=len(demo.passages),
                 judge=built["rerank"],
                 store=store,
+                hooks=hooks,
             )
         order = {p.passage_id: p for p in demo.passages}
         with step("tier", built["tier"]):
             tiered = evidex.tier(
-                demo.query, [order[pid] for pid in reranked.ids()], judge=built["tier"], store=store
+                demo.query,
+                [order[pid] for pid in reranked.ids()],
+                judge=built["tier"],
+                store=store,
+                hooks=hooks,
             )
         with step("select_context", None):
             context = evidex.select_context(tiered, DEMO_POLICY, budget)
@@ -155,6 +163,7 @@ def run_demo(
                     claims=[c.claim for c in demo.answer.claims],
                     judge=judge,
                     store=store,
+                    hooks=hooks,
                     settings=llm,
                 )
         else:
@@ -170,6 +179,7 @@ def run_demo(
                     demo.classify.taxonomy,
                     judge=judge,
                     store=store,
+                    hooks=hooks,
                     settings=llm,
                 )
         else:
@@ -284,23 +294,23 @@ class _Clock:
 
 def _step_judge(step: str) -> Any:
     """The ``--STEP-judge`` option of one step, its default named in the help."""
-    return typer.Option(
+    return unset_option(
         f"--{step}-judge",
         metavar="SPEC",
-        show_default=False,
         help=f"Judge of the {step} step. Default: {DEMO_JUDGES[step]}.",
     )
 
 
 @app.command("demo")
+@run_flags("base_url", "db", "verbose")
 def demo_command(
+    flags: RunFlags,
     judge: Annotated[
         str | None,
-        typer.Option(
+        unset_option(
             "--judge",
             "-j",
             metavar="SPEC",
-            show_default=False,
             help="One judge for all four steps (e.g. openai:MODEL with --base-url); the per-step "
             "options below win over it.",
         ),
@@ -309,7 +319,6 @@ def demo_command(
     tier_judge: Annotated[str | None, _step_judge("tier")] = None,
     audit_judge: Annotated[str | None, _step_judge("audit")] = None,
     classify_judge: Annotated[str | None, _step_judge("classify")] = None,
-    base_url: BaseUrlOpt = None,
     budget: Annotated[
         int,
         typer.Option(
@@ -328,8 +337,6 @@ def demo_command(
             help="Where to write the full result as JSON.",
         ),
     ] = DEMO_JSON,
-    db: DbOpt = None,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Run all four jobs on a bundled example, offline: rerank, tier, context, audit, classify.
 
@@ -350,9 +357,18 @@ def demo_command(
         }.items()
         if spec
     }
-    with verbose_logging(verbose), open_db(db) as store, StepProgress(err_console) as progress:
+    with (
+        verbose_logging(flags.verbose),
+        open_db(flags.db) as store,
+        StepProgress(err_console) as progress,
+    ):
         run = run_demo(
-            chosen, store=EchoStore(store), budget=budget, base_url=base_url, on_step=progress.note
+            chosen,
+            store=store,
+            hooks=echo_hooks(),
+            budget=budget,
+            base_url=flags.base_url,
+            on_step=progress.note,
         )
     show_run(run, json_file)
     write_json(run.report(), json_file)

@@ -18,17 +18,14 @@ import typer
 
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
-    BaseUrlOpt,
-    DbOpt,
-    EchoStore,
-    JudgeOpt,
-    JudgeOptionOpt,
-    OutputOpt,
-    VerboseOpt,
-    job_judge,
+    RunFlags,
+    echo_hooks,
     open_db,
+    passages_option,
     progress,
     read_passages,
+    run_flags,
+    unset_option,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
@@ -115,21 +112,20 @@ def run_lines(qid: str, result: RerankResult, tag: str) -> list[str]:
 
 
 @app.command("rerank")
+@run_flags()
 def rerank_command(
     passages: Annotated[
         str,
-        typer.Option(
-            "--passages",
-            "-p",
-            metavar="FILE.jsonl",
-            help='Candidate passages, one JSON object a line: {"passage_id": ..., "text": ...} '
+        passages_option(
+            'Candidate passages, one JSON object a line: {"passage_id": ..., "text": ...} '
             "(id or pid is accepted for passage_id; rank and score give the retrieval order). "
-            "With --run: the texts of the run's documents.",
+            "With --run: the texts of the run's documents."
         ),
     ],
+    flags: RunFlags,
     query: Annotated[
         str | None,
-        typer.Option("--query", "-q", metavar="TEXT", show_default=False, help="The query."),
+        unset_option("--query", "-q", metavar="TEXT", help="The query."),
     ] = None,
     strategy: Annotated[
         Strategy | None,
@@ -162,25 +158,12 @@ def rerank_command(
     ] = DEFAULT_STEP,
     run: Annotated[
         Path | None,
-        typer.Option(
-            "--run", metavar="RUN.trec", show_default=False, help="Batch form: a TREC run file."
-        ),
+        unset_option("--run", metavar="RUN.trec", help="Batch form: a TREC run file."),
     ] = None,
     queries: Annotated[
         Path | None,
-        typer.Option(
-            "--queries",
-            metavar="queries.tsv",
-            show_default=False,
-            help="Batch form: qid<TAB>query lines.",
-        ),
+        unset_option("--queries", metavar="queries.tsv", help="Batch form: qid<TAB>query lines."),
     ] = None,
-    judge: JudgeOpt = None,
-    db: DbOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_option: JudgeOptionOpt = None,
-    output: OutputOpt = None,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Rerank candidate passages by relevance, with a justification per position.
 
@@ -190,7 +173,7 @@ def rerank_command(
     ranking that could not be judged keeps the retrieval order with source "fallback" and a
     review item; the exit code is still 0.
     """
-    with verbose_logging(verbose):
+    with verbose_logging(flags.verbose):
         if (run is None) != (queries is None):
             raise ConfigError("the batch form needs both --run and --queries")
         if run is not None and query is not None:
@@ -198,7 +181,7 @@ def rerank_command(
         if run is None and (query is None or not query.strip()):
             raise InputError("the query is empty", where="--query")
         items = read_passages(passages)
-        with job_judge(judge, "rerank", base_url, judge_option) as the_judge, open_db(db) as store:
+        with flags.job_judge("rerank") as the_judge, open_db(flags.db) as store:
 
             def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
                 return rerank(
@@ -210,14 +193,15 @@ def rerank_command(
                     window=window,
                     step=step,
                     judge=the_judge,
-                    store=EchoStore(store),
+                    store=store,
+                    hooks=echo_hooks(),
                 )
 
             if run is not None and queries is not None:
-                _batch(run, queries, items, one, output)
+                _batch(run, queries, items, one, flags.output)
                 return
             result = one(query or "", items)
-        write_json(result.report(limit=top_k), output)
+        write_json(result.report(limit=top_k), flags.output)
         _warn_fallback([result])
 
 

@@ -12,18 +12,16 @@ import typer
 
 from evidex.cli._app import app, err_console, write_json
 from evidex.cli._io import (
-    BaseUrlOpt,
-    DbOpt,
-    EchoStore,
-    JudgeOpt,
-    JudgeOptionOpt,
-    OutputOpt,
     RiskOpt,
-    VerboseOpt,
+    RunFlags,
+    echo_hooks,
     job_judge,
     open_db,
+    passages_option,
     progress,
     read_passages,
+    run_flags,
+    unset_option,
     verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
@@ -73,7 +71,8 @@ def run_tier(
             query,
             passages,
             judge=judge,
-            store=EchoStore(store),
+            store=store,
+            hooks=echo_hooks(),
             tiers=tiers,
             examples=examples,
             risk=risk,
@@ -97,50 +96,43 @@ def report_fallbacks(result: TierResult) -> None:
 
 
 @app.command("tier")
+@run_flags()
 def tier_command(
     query: Annotated[
         str, typer.Option("--query", "-q", metavar="TEXT", help="The user's question.")
     ],
     passages: Annotated[
         str,
-        typer.Option(
-            "--passages",
-            "-p",
-            metavar="FILE.jsonl",
-            help='Retrieved passages, one JSON object a line: {"passage_id": ..., "text": ...} '
+        passages_option(
+            'Retrieved passages, one JSON object a line: {"passage_id": ..., "text": ...} '
             "(id is accepted for passage_id; title, url, rank, score, metadata are optional). "
-            "'-' reads stdin.",
+            "'-' reads stdin."
         ),
     ],
-    judge: JudgeOpt = None,
+    flags: RunFlags,
     risk: RiskOpt = RiskLevel.LOW,
     batch_size: Annotated[
         int, typer.Option("--batch-size", metavar="N", help="Passages per judge call, 5 to 15.")
     ] = DEFAULT_BATCH,
     tiers: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--tiers",
             metavar="FILE",
-            show_default=False,
             help="Your tier definitions (YAML or JSON), most relevant first. Default: "
             "directly-supporting, contextually-relevant, tangentially-related, irrelevant.",
         ),
     ] = None,
     examples: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--examples",
             metavar="FILE",
-            show_default=False,
             help="Few-shot examples (JSON, YAML or JSONL list of query, passage, tier, "
             "justification, key_evidence_snippet). Default: built-in examples for the default "
             "tiers, none for custom tiers.",
         ),
     ] = None,
-    db: DbOpt = None,
-    base_url: BaseUrlOpt = None,
-    judge_option: JudgeOptionOpt = None,
     policy: Annotated[
         Policy | None,
         typer.Option(
@@ -153,15 +145,12 @@ def tier_command(
     ] = None,
     budget: Annotated[
         int | None,
-        typer.Option(
+        unset_option(
             "--budget",
             metavar="TOKENS",
-            show_default=False,
             help=f"Token budget of the selected context (with --policy; default {DEFAULT_BUDGET}).",
         ),
     ] = None,
-    output: OutputOpt = None,
-    verbose: VerboseOpt = False,
 ) -> None:
     """Grade passages into relevance tiers, with a justification and a verbatim snippet.
 
@@ -170,7 +159,7 @@ def tier_command(
     context. A passage whose batch could not be judged gets the fallback tier with
     source "fallback" and a review item; the exit code is still 0, since it has a result.
     """
-    with verbose_logging(verbose):
+    with verbose_logging(flags.verbose):
         if not query.strip():
             raise InputError("the query is empty", where="--query")
         if budget is not None and policy is None:
@@ -178,14 +167,14 @@ def tier_command(
         items = read_passages(passages)
         scheme = TierScheme.from_file(tiers) if tiers else None
         shots = load_examples(examples) if examples else None
-        with open_db(db) as store:
+        with open_db(flags.db) as store:
             result = run_tier(
                 query,
                 items,
                 store=store,
-                judge_spec=judge,
-                base_url=base_url,
-                judge_option=judge_option,
+                judge_spec=flags.judge,
+                base_url=flags.base_url,
+                judge_option=flags.judge_option,
                 tiers=scheme,
                 examples=shots,
                 risk=risk,
@@ -197,5 +186,5 @@ def tier_command(
                 result, policy.value, DEFAULT_BUDGET if budget is None else budget
             )
             report["context"] = context.model_dump(mode="json")
-        write_json(report, output)
+        write_json(report, flags.output)
         report_fallbacks(result)
