@@ -26,11 +26,12 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
 from evidex.types import Event, Source, Usage
 
 if TYPE_CHECKING:
-    from evidex.harness.runner import Harness, Outcome, RunContext
+    from evidex.harness.runner import Harness
     from evidex.judging import Judge
     from evidex.tasks.base import Step
 
@@ -229,8 +230,6 @@ async def run_planned(
     harness: Harness, spec: JobSpec[Any, D, Any, Out], plan: Plan[D], on_progress: Progress | None
 ) -> Out:
     """Execute one planned input: context, notes, stages, routing, totals."""
-    from evidex.harness.runner import RunContext
-
     ctx = RunContext(
         job=spec.job, query=plan.query, risk=plan.risk, review_fallback=plan.review_fallback
     )

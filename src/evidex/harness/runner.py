@@ -17,10 +17,9 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -29,13 +28,12 @@ from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnav
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.job import JobSpec, Plan, Progress, run_many_planned, run_planned
 from evidex.harness.metrics import metrics
+from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
+from evidex.harness.settings import HarnessSettings
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
-from evidex.types import Source, Usage
-
-if TYPE_CHECKING:
-    from evidex.config import Settings
+from evidex.types import Usage
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
@@ -43,72 +41,6 @@ B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
 D = TypeVar("D")
 Out = TypeVar("Out")
-
-
-@dataclass(frozen=True)
-class HarnessSettings:
-    timeout_s: float | None = None
-    """Seconds one judge call may take; None: the judge's own ``default_timeout_s`` (120 s for
-    APIs, longer for models on the local CPU)."""
-    max_concurrency: int = 4
-    temperature: float = 0.2
-    breaker_threshold: int = 5
-    breaker_cooldown_s: float = 30.0
-    backoff_s: float = 0.5
-    max_retry_after_s: float = 60.0
-    """A server's ``Retry-After`` is honoured up to this many seconds; a longer wait would hold
-    the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
-    use_cache: bool = True
-
-    @classmethod
-    def from_config(cls, configured: Settings | None = None) -> HarnessSettings:
-        """Defaults with the configured ``timeout_s`` and ``max_concurrency`` (explicit
-        argument > environment > config file; see :mod:`evidex.config`). A long-running caller
-        (the HTTP service) passes the settings it loaded at start instead of re-reading them."""
-        if configured is None:
-            from evidex.config import load_settings
-
-            configured = load_settings()
-        return cls(timeout_s=configured.timeout_s, max_concurrency=configured.max_concurrency)
-
-
-@dataclass
-class RunContext:
-    """One job invocation: ties its audit rows and review items together."""
-
-    job: str
-    query: str
-    risk: str = "low"
-    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    review_fallback: bool = True
-    """Whether a fallback also opens a review item. A job's spec may say a fallback is a final
-    answer at some risk level (classify at low risk); it is still marked and audit-logged."""
-
-    @property
-    def query_hash(self) -> str:
-        return sha256_hex(self.query)[:16]
-
-
-@dataclass
-class Outcome(Generic[V]):
-    """A validated value for one batch, with where it came from and what it cost."""
-
-    value: V
-    source: Source
-    batch_id: str
-    reason: str | None = None
-    attempts: tuple[AttemptRecord, ...] = ()
-    usage: Usage = field(default_factory=Usage)
-    review_item_id: int | None = None
-    judge_calls: int = 0
-    kept: tuple[str, ...] = ()
-    """For a fallback: the items kept from the judge's last reply (see
-    :class:`~evidex.tasks.base.Salvaged`); empty when the whole batch took the fallback."""
-
-    def source_of(self, item_source: Source) -> Source:
-        """Where one item of the value came from. A fallback outcome may keep the valid items
-        of the last reply (see :class:`~evidex.tasks.base.Salvaged`): those stay the judge's."""
-        return item_source if self.source == "fallback" else self.source
 
 
 class Harness:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import BaseModel
+
 from evidex.errors import InputError
 from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
@@ -26,9 +28,20 @@ from evidex.tasks.spans import find_span
 from evidex.types import Event, Passage, RiskLevel
 
 if TYPE_CHECKING:
-    from evidex.jobs.audit import AnswerInput, UnauditedSpan
+    from evidex.jobs.audit import AnswerInput
 
-__all__ = ["Stages", "given_claims"]
+__all__ = ["Stages", "UnauditedSpan", "given_claims"]
+
+
+class UnauditedSpan(BaseModel):
+    """A part of the answer whose claims no judge reply could give and that has no statement
+    sentence to grade in their place (a segment's sentences otherwise become its claims): it
+    went to review."""
+
+    start: int
+    end: int
+    reason: str
+    review_item_id: int | None = None
 
 
 @dataclass
@@ -121,8 +134,6 @@ def given_claims(answer: str, texts: Sequence[str]) -> list[ClaimSpan]:
 def _unaudited(
     segments: Sequence[SegmentBatch], outcomes: Sequence[Outcome[Any]]
 ) -> list[UnauditedSpan]:
-    from evidex.jobs.audit import UnauditedSpan
-
     return [
         UnauditedSpan(
             start=s.offset,

@@ -35,7 +35,7 @@ from evidex.jobs._audit_policy import (
     decide,
     read_baseline,
 )
-from evidex.jobs._audit_stages import Stages, given_claims
+from evidex.jobs._audit_stages import Stages, UnauditedSpan, given_claims
 from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, prepare_passages
@@ -113,17 +113,6 @@ class AnswerInput(BaseModel):
     question: str | None = None
     claims: list[str] | None = None
     """Claims already split by the caller (verbatim spans); then only classification runs."""
-
-
-class UnauditedSpan(BaseModel):
-    """A part of the answer whose claims no judge reply could give and that has no statement
-    sentence to grade in their place (a segment's sentences otherwise become its claims): it
-    went to review."""
-
-    start: int
-    end: int
-    reason: str
-    review_item_id: int | None = None
 
 
 class AuditResult(JobResult):

@@ -23,7 +23,7 @@ from evidex.config import load_settings
 from evidex.errors import EvidexError, RunError, UsageError
 from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs._common import resolve_judge
+from evidex.jobs import resolve_judge
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
 

@@ -1,0 +1,56 @@
+"""What one job invocation is, and what one validated exchange of it gave."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Generic, TypeVar
+
+from pydantic import BaseModel
+
+from evidex._text import sha256_hex
+from evidex.errors import AttemptRecord
+from evidex.types import Source, Usage
+
+__all__ = ["Outcome", "RunContext"]
+
+V = TypeVar("V", bound=BaseModel)
+
+
+@dataclass
+class RunContext:
+    """One job invocation: ties its audit rows and review items together."""
+
+    job: str
+    query: str
+    risk: str = "low"
+    run_id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    review_fallback: bool = True
+    """Whether a fallback also opens a review item. A job's spec may say a fallback is a final
+    answer at some risk level (classify at low risk); it is still marked and audit-logged."""
+
+    @property
+    def query_hash(self) -> str:
+        return sha256_hex(self.query)[:16]
+
+
+@dataclass
+class Outcome(Generic[V]):
+    """A validated value for one batch, with where it came from and what it cost."""
+
+    value: V
+    source: Source
+    batch_id: str
+    reason: str | None = None
+    attempts: tuple[AttemptRecord, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    review_item_id: int | None = None
+    judge_calls: int = 0
+    kept: tuple[str, ...] = ()
+    """For a fallback: the items kept from the judge's last reply (see
+    :class:`~evidex.tasks.base.Salvaged`); empty when the whole batch took the fallback."""
+
+    def source_of(self, item_source: Source) -> Source:
+        """Where one item of the value came from. A fallback outcome may keep the valid items
+        of the last reply (see :class:`~evidex.tasks.base.Salvaged`): those stay the judge's."""
+        return item_source if self.source == "fallback" else self.source

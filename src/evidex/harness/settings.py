@@ -1,0 +1,38 @@
+"""The settings of the harness: timeouts, concurrency, retries, breaker and cache use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from evidex.config import Settings
+
+__all__ = ["HarnessSettings"]
+
+
+@dataclass(frozen=True)
+class HarnessSettings:
+    timeout_s: float | None = None
+    """Seconds one judge call may take; None: the judge's own ``default_timeout_s`` (120 s for
+    APIs, longer for models on the local CPU)."""
+    max_concurrency: int = 4
+    temperature: float = 0.2
+    breaker_threshold: int = 5
+    breaker_cooldown_s: float = 30.0
+    backoff_s: float = 0.5
+    max_retry_after_s: float = 60.0
+    """A server's ``Retry-After`` is honoured up to this many seconds; a longer wait would hold
+    the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
+    use_cache: bool = True
+
+    @classmethod
+    def from_config(cls, configured: Settings | None = None) -> HarnessSettings:
+        """Defaults with the configured ``timeout_s`` and ``max_concurrency`` (explicit
+        argument > environment > config file; see :mod:`evidex.config`). A long-running caller
+        (the HTTP service) passes the settings it loaded at start instead of re-reading them."""
+        if configured is None:
+            from evidex.config import load_settings
+
+            configured = load_settings()
+        return cls(timeout_s=configured.timeout_s, max_concurrency=configured.max_concurrency)
