@@ -159,6 +159,13 @@ class RunFlags:
         """The judge of ``job`` from ``--judge``, ``--base-url`` and ``--judge-option``."""
         return job_judge(self.judge, job, self.base_url, self.judge_option)
 
+    @contextmanager
+    def job(self, job: str) -> Iterator[dict[str, Any]]:
+        """The ``judge``, ``store`` and ``hooks`` keywords of a job call, for the duration of
+        the command: the judge of ``job``, the ``--db`` store and :func:`echo_hooks`."""
+        with self.job_judge(job) as judge, open_db(self.db) as store:
+            yield {"judge": judge, "store": store, "hooks": echo_hooks()}
+
 
 _RUN_FLAGS: dict[str, tuple[Any, Any]] = {
     "judge": (JudgeOpt, None),
@@ -177,7 +184,8 @@ def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
 
     The command declares its own options and a ``flags: RunFlags`` parameter; typer reads the
     signature set here, which has the command's options followed by the shared ones, and the
-    command gets the shared ones as one :class:`RunFlags`.
+    command gets the shared ones as one :class:`RunFlags`. With ``--verbose`` the whole command
+    runs under :func:`verbose_logging`.
     """
     chosen = names or tuple(_RUN_FLAGS)
 
@@ -195,7 +203,8 @@ def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
         @functools.wraps(command)
         def with_flags(*args: Any, **kwargs: Any) -> R:
             flags = RunFlags(**{name: kwargs.pop(name) for name in chosen})
-            return command(*args, flags=flags, **kwargs)
+            with verbose_logging(flags.verbose):
+                return command(*args, flags=flags, **kwargs)
 
         with_flags.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[*own, *shared]

@@ -17,16 +17,13 @@ from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     RiskOpt,
     RunFlags,
-    echo_hooks,
     explain_passage_error,
     json_line,
-    open_db,
     passages_option,
     progress,
     read_lines,
     run_flags,
     unset_option,
-    verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
 from evidex.jobs import AuditPolicy
@@ -183,34 +180,22 @@ def audit_command(
     review item for the claims without a valid grade (claims graded validly keep their grade);
     the exit code is 0 whatever the decision.
     """
-    with verbose_logging(flags.verbose):
-        items = _inputs(answer, answer_file, passages, batch, question, answer_id)
-        try:
-            policy = AuditPolicy(
-                unsupported_threshold=threshold, on_contradiction=on_contradiction.value
-            )
-        except ValidationError as exc:
-            raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
-        with (
-            flags.job_judge("audit") as the_judge,
-            open_db(flags.db) as store,
-            progress(len(items), "answers") as on_progress,
-        ):
-            results = audit_many(
-                items,
-                mode=mode.value,
-                risk=risk,
-                policy=policy,
-                judge=the_judge,
-                store=store,
-                hooks=echo_hooks(),
-                on_progress=on_progress,
-            )
-        if batch is None:
-            write_json(results[0].report(), flags.output)
-        else:
-            write_lines([json_line(r.report()) for r in results], flags.output)
-        _tell(results)
+    items = _inputs(answer, answer_file, passages, batch, question, answer_id)
+    try:
+        policy = AuditPolicy(
+            unsupported_threshold=threshold, on_contradiction=on_contradiction.value
+        )
+    except ValidationError as exc:
+        raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
+    with flags.job("audit") as run, progress(len(items), "answers") as on_progress:
+        results = audit_many(
+            items, mode=mode.value, risk=risk, policy=policy, on_progress=on_progress, **run
+        )
+    if batch is None:
+        write_json(results[0].report(), flags.output)
+    else:
+        write_lines([json_line(r.report()) for r in results], flags.output)
+    _tell(results)
 
 
 def _inputs(

@@ -19,17 +19,14 @@ from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     RiskOpt,
     RunFlags,
-    echo_hooks,
     explain_passage_error,
     json_line,
     jsonl_objects,
-    open_db,
     passages_option,
     progress,
     read_passages,
     run_flags,
     unset_option,
-    verbose_logging,
 )
 from evidex.errors import InputError, UsageError
 from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
@@ -187,56 +184,42 @@ def classify_command(
     opened and why). An answer still invalid after one retry becomes unclassifiable with
     source "fallback" (a review item too at medium and high risk); the exit code is still 0.
     """
-    with verbose_logging(flags.verbose):
-        if batch is not None and (input is not None or input_file is not None or passages):
-            raise UsageError("--batch carries its own inputs and passages; drop --input/--passages")
-        if batch is not None and consistency is not None:
-            raise UsageError("--consistency checks one input; it cannot be combined with --batch")
-        if batch is None and passages is None:
-            raise UsageError("give the retrieved passages with --passages (or use --batch)")
-        taxonomy = Taxonomy.from_file(labels)
-        if batch is not None:
-            items = read_batch(batch)
-        else:
-            text = _input_text(input, input_file)
-            items = [ClassifyInput(id="1", input=text, passages=read_passages(passages or "-"))]
-        options: dict[str, Any] = {
-            "constraints": constraint or (),
-            "examples": load_classify_examples(examples) if examples else None,
-            "threshold": threshold,
-            "risk": risk,
-            "multi_label": multi_label,
-        }
-        with (
-            flags.job_judge("classify") as the_judge,
-            open_db(flags.db) as store,
-        ):
-            if consistency is not None:
-                report = consistency_check(
-                    items[0].input,
-                    items[0].passages,
-                    taxonomy,
-                    runs=consistency,
-                    judge=the_judge,
-                    store=store,
-                    hooks=echo_hooks(),
-                    **options,
-                )
-                write_json(report.model_dump(mode="json"), flags.output)
-                return
-            with progress(len(items), "classify") as on_progress:
-                results = classify_many(
-                    items,
-                    taxonomy,
-                    judge=the_judge,
-                    store=store,
-                    hooks=echo_hooks(),
-                    on_progress=on_progress,
-                    **options,
-                )
-        if batch is None:
-            write_json(results[0].report(), flags.output)
-        else:
-            lines = [json_line(r.report()) for r in results]
-            write_lines(lines, flags.output, f"wrote {len(lines)} result(s) to {flags.output}")
-        _warn(results)
+    if batch is not None and (input is not None or input_file is not None or passages):
+        raise UsageError("--batch carries its own inputs and passages; drop --input/--passages")
+    if batch is not None and consistency is not None:
+        raise UsageError("--consistency checks one input; it cannot be combined with --batch")
+    if batch is None and passages is None:
+        raise UsageError("give the retrieved passages with --passages (or use --batch)")
+    taxonomy = Taxonomy.from_file(labels)
+    if batch is not None:
+        items = read_batch(batch)
+    else:
+        text = _input_text(input, input_file)
+        items = [ClassifyInput(id="1", input=text, passages=read_passages(passages or "-"))]
+    options: dict[str, Any] = {
+        "constraints": constraint or (),
+        "examples": load_classify_examples(examples) if examples else None,
+        "threshold": threshold,
+        "risk": risk,
+        "multi_label": multi_label,
+    }
+    with flags.job("classify") as run:
+        if consistency is not None:
+            report = consistency_check(
+                items[0].input,
+                items[0].passages,
+                taxonomy,
+                runs=consistency,
+                **run,
+                **options,
+            )
+            write_json(report.model_dump(mode="json"), flags.output)
+            return
+        with progress(len(items), "classify") as on_progress:
+            results = classify_many(items, taxonomy, on_progress=on_progress, **run, **options)
+    if batch is None:
+        write_json(results[0].report(), flags.output)
+    else:
+        lines = [json_line(r.report()) for r in results]
+        write_lines(lines, flags.output, f"wrote {len(lines)} result(s) to {flags.output}")
+    _warn(results)

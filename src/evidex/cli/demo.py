@@ -38,7 +38,7 @@ from evidex.cli._demo_types import (
     load_demo,
 )
 from evidex.cli._demo_view import StepProgress, show_run
-from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags, unset_option, verbose_logging
+from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags, unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
@@ -357,11 +357,7 @@ def demo_command(
         }.items()
         if spec
     }
-    with (
-        verbose_logging(flags.verbose),
-        open_db(flags.db) as store,
-        StepProgress(err_console) as progress,
-    ):
+    with open_db(flags.db) as store, StepProgress(err_console) as progress:
         run = run_demo(
             chosen,
             store=store,

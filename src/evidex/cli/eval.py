@@ -8,6 +8,8 @@ fine), 2 on a bad configuration and 0 when every gate passes.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +19,15 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import DbOpt, JudgeOpt, JudgeOptionOpt, judge_options, open_db, progress
+from evidex.cli._io import (
+    DbOpt,
+    RunFlags,
+    judge_options,
+    open_db,
+    progress,
+    run_flags,
+    unset_option,
+)
 from evidex.errors import ConfigError
 from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import CALIBRATION_FILE
@@ -39,10 +49,9 @@ GoldenOpt = Annotated[
 ]
 SampleOpt = Annotated[
     int | None,
-    typer.Option(
+    unset_option(
         "--sample",
         metavar="N",
-        show_default=False,
         help="Evaluate a seeded random sample of N golden items (default: all).",
     ),
 ]
@@ -51,20 +60,18 @@ SeedOpt = Annotated[
 ]
 OutOpt = Annotated[
     Path | None,
-    typer.Option(
+    unset_option(
         "--output",
         "-o",
         metavar="DIR",
-        show_default=False,
         help="Report directory. Default: reports/eval-JOB (reports/calibration-JOB).",
     ),
 ]
 TiersOpt = Annotated[
     Path | None,
-    typer.Option(
+    unset_option(
         "--tiers",
         metavar="FILE",
-        show_default=False,
         help="Tier definitions (YAML/JSON) when the golden set uses your own tiers.",
     ),
 ]
@@ -80,9 +87,24 @@ def _options(
     return EvalOptions(seed=seed, extra=load_file_options(extra))
 
 
+@contextmanager
+def _judged(flags: RunFlags, label: str) -> Iterator[dict[str, Any]]:
+    """The ``judge``, ``judge_options``, ``store`` and ``on_progress`` keywords of a run that
+    judges a golden set (``evidex eval``, ``evidex calibrate``)."""
+    with open_db(flags.db) as store, progress(2, label) as on_progress:
+        yield {
+            "judge": flags.judge,
+            "judge_options": judge_options(flags.judge_option),
+            "store": store,
+            "on_progress": on_progress,
+        }
+
+
 @app.command("eval")
+@run_flags("judge", "judge_option", "db")
 def eval_command(
     golden: GoldenOpt,
+    flags: RunFlags,
     job: Annotated[
         str | None,
         typer.Argument(
@@ -94,58 +116,49 @@ def eval_command(
     ] = None,
     predictions: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--predictions",
             metavar="FILE",
-            show_default=False,
             help="Score these predictions (JSONL) instead of running a judge.",
         ),
     ] = None,
-    judge: JudgeOpt = None,
-    judge_option: JudgeOptionOpt = None,
     sample: SampleOpt = None,
     seed: SeedOpt = 0,
     output: OutOpt = None,
     tiers: TiersOpt = None,
     batch_size: Annotated[
         int | None,
-        typer.Option(
+        unset_option(
             "--batch-size",
             metavar="N",
-            show_default=False,
             help="Tier batch size (5-15, default 10).",
         ),
     ] = None,
     strategy: Annotated[
         str | None,
-        typer.Option(
+        unset_option(
             "--strategy",
             metavar="NAME",
-            show_default=False,
             help="rerank: allpairs, listwise, pairwise or pointwise (default pointwise).",
         ),
     ] = None,
     top_n: Annotated[
         int | None,
-        typer.Option(
+        unset_option(
             "--top-n",
             metavar="N",
-            show_default=False,
             help="rerank: how many candidates to rerank (default 30; the rest keep their order).",
         ),
     ] = None,
     top_k: Annotated[
         int | None,
-        typer.Option(
-            "--top-k", metavar="K", show_default=False, help="rerank: top k (pairwise only)."
-        ),
+        unset_option("--top-k", metavar="K", help="rerank: top k (pairwise only)."),
     ] = None,
     taxonomy: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--taxonomy",
             metavar="FILE",
-            show_default=False,
             help="classify: label definitions (YAML/JSON); default SciFact's for its labels.",
         ),
     ] = None,
@@ -154,20 +167,18 @@ def eval_command(
     ] = False,
     claims: Annotated[
         str | None,
-        typer.Option(
+        unset_option(
             "--claims",
             metavar="MODE",
-            show_default=False,
             help="audit: gold (give the job the gold claims), extract (let it find them) or "
             "auto (gold for one-claim answers; the default).",
         ),
     ] = None,
     calibration: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--calibration",
             metavar="FILE",
-            show_default=False,
             help="Calibration file to check for staleness. Default: "
             f"reports/calibration-JOB/{CALIBRATION_FILE} when it exists.",
         ),
@@ -179,7 +190,6 @@ def eval_command(
             help="Also re-run shuffled and re-split, and report the kappa between runs.",
         ),
     ] = False,
-    db: DbOpt = None,
 ) -> None:
     """Evaluate a job against a golden set (a JSONL file or a TREC DL, LLMJudge, WiCE or
     SciFact folder): its figures with intervals, confusion matrix, worst disagreements.
@@ -211,50 +221,39 @@ def eval_command(
         )
     out = output or Path(f"reports/eval-{job}")
     default_cal = Path(f"reports/calibration-{job}") / CALIBRATION_FILE
-    with open_db(db) as store, progress(2, f"eval {job}") as on_progress:
+    with _judged(flags, f"eval {job}") as run:
         report = evaluate(
             job,
             golden,
-            judge=judge,
-            judge_options=judge_options(judge_option),
-            store=store,
             out_dir=out,
             sample=sample,
             options=options,
             calibration=calibration or (default_cal if default_cal.exists() else None),
             consistency=consistency,
-            on_progress=on_progress,
+            **run,
         )
     _summary(report, out)
 
 
 @app.command("calibrate")
+@run_flags("judge", "judge_option", "db")
 def calibrate_command(
     job: Annotated[str, typer.Argument(metavar="JOB", help="The job to calibrate (tier).")],
     golden: GoldenOpt,
-    judge: JudgeOpt = None,
-    judge_option: JudgeOptionOpt = None,
+    flags: RunFlags,
     sample: SampleOpt = None,
     seed: SeedOpt = 0,
     output: OutOpt = None,
     tiers: TiersOpt = None,
-    db: DbOpt = None,
 ) -> None:
     """Measure a judge against a golden set, show which tier boundaries cause disagreements,
     fit cut points for score-based judges, and record judge/model/prompt versions."""
     if job != "tier":
         raise ConfigError(f"calibration is implemented for the tier job, not {job!r}")
     out = output or Path(f"reports/calibration-{job}")
-    with open_db(db) as store, progress(2, f"calibrate {job}") as on_progress:
+    with _judged(flags, f"calibrate {job}") as run:
         record = calibrate_tier(
-            golden,
-            judge=judge,
-            judge_options=judge_options(judge_option),
-            store=store,
-            out_dir=out,
-            sample=sample,
-            options=_options(seed, tiers),
-            on_progress=on_progress,
+            golden, out_dir=out, sample=sample, options=_options(seed, tiers), **run
         )
     console = Console(stderr=True)
     console.print(
@@ -313,10 +312,9 @@ def export_command(
     ],
     passages: Annotated[
         Path | None,
-        typer.Option(
+        unset_option(
             "--passages",
             metavar="FILE",
-            show_default=False,
             help="JSONL with passage_id and text (e.g. a tier golden file), for items "
             "whose payload has no passage text.",
         ),

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import DbOpt, json_line, open_db
+from evidex.cli._io import DbOpt, json_line, open_db, unset_option
 
 __all__ = ["audit_table", "log_command"]
 
@@ -34,13 +34,11 @@ def log_command(
     ] = 20,
     run: Annotated[
         str | None,
-        typer.Option("--run", metavar="RUN_ID", show_default=False, help="Only this run."),
+        unset_option("--run", metavar="RUN_ID", help="Only this run."),
     ] = None,
     job: Annotated[
         str | None,
-        typer.Option(
-            "--job", metavar="JOB", show_default=False, help="Only this job (tier, rerank ...)."
-        ),
+        unset_option("--job", metavar="JOB", help="Only this job (tier, rerank ...)."),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="One JSON object a line, every column, raw output too.")

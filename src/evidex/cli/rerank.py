@@ -19,14 +19,11 @@ import typer
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     RunFlags,
-    echo_hooks,
-    open_db,
     passages_option,
     progress,
     read_passages,
     run_flags,
     unset_option,
-    verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.rerank import (
@@ -173,36 +170,33 @@ def rerank_command(
     ranking that could not be judged keeps the retrieval order with source "fallback" and a
     review item; the exit code is still 0.
     """
-    with verbose_logging(flags.verbose):
-        if (run is None) != (queries is None):
-            raise ConfigError("the batch form needs both --run and --queries")
-        if run is not None and query is not None:
-            raise ConfigError("give either --query (one query) or --run/--queries (a batch)")
-        if run is None and (query is None or not query.strip()):
-            raise InputError("the query is empty", where="--query")
-        items = read_passages(passages)
-        with flags.job_judge("rerank") as the_judge, open_db(flags.db) as store:
+    if (run is None) != (queries is None):
+        raise ConfigError("the batch form needs both --run and --queries")
+    if run is not None and query is not None:
+        raise ConfigError("give either --query (one query) or --run/--queries (a batch)")
+    if run is None and (query is None or not query.strip()):
+        raise InputError("the query is empty", where="--query")
+    items = read_passages(passages)
+    with flags.job("rerank") as job:
 
-            def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
-                return rerank(
-                    text,
-                    candidates,
-                    strategy=strategy.value if strategy else None,
-                    top_k=top_k,
-                    top_n=top_n,
-                    window=window,
-                    step=step,
-                    judge=the_judge,
-                    store=store,
-                    hooks=echo_hooks(),
-                )
+        def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
+            return rerank(
+                text,
+                candidates,
+                strategy=strategy.value if strategy else None,
+                top_k=top_k,
+                top_n=top_n,
+                window=window,
+                step=step,
+                **job,
+            )
 
-            if run is not None and queries is not None:
-                _batch(run, queries, items, one, flags.output)
-                return
-            result = one(query or "", items)
-        write_json(result.report(limit=top_k), flags.output)
-        _warn_fallback([result])
+        if run is not None and queries is not None:
+            _batch(run, queries, items, one, flags.output)
+            return
+        result = one(query or "", items)
+    write_json(result.report(limit=top_k), flags.output)
+    _warn_fallback([result])
 
 
 def _batch(

@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import DbOpt, json_line, open_db
+from evidex.cli._io import DbOpt, json_line, open_db, unset_option
 
 __all__ = ["review_app"]
 
@@ -43,7 +43,7 @@ def list_command(
     ] = Status.PENDING,
     job: Annotated[
         str | None,
-        typer.Option("--job", metavar="JOB", show_default=False, help="Only this job."),
+        unset_option("--job", metavar="JOB", help="Only this job."),
     ] = None,
     as_json: JsonOpt = False,
     db: DbOpt = None,
@@ -123,14 +123,13 @@ def resolve_command(
     ],
     note: Annotated[
         str | None,
-        typer.Option("--note", metavar="TEXT", show_default=False, help="Why, in a sentence."),
+        unset_option("--note", metavar="TEXT", help="Why, in a sentence."),
     ] = None,
     reviewer: Annotated[
         str | None,
-        typer.Option(
+        unset_option(
             "--reviewer",
             metavar="NAME",
-            show_default=False,
             help="Who decided. Default: the login name.",
         ),
     ] = None,

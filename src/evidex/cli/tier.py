@@ -22,7 +22,6 @@ from evidex.cli._io import (
     read_passages,
     run_flags,
     unset_option,
-    verbose_logging,
 )
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.select import select_context
@@ -159,32 +158,29 @@ def tier_command(
     context. A passage whose batch could not be judged gets the fallback tier with
     source "fallback" and a review item; the exit code is still 0, since it has a result.
     """
-    with verbose_logging(flags.verbose):
-        if not query.strip():
-            raise InputError("the query is empty", where="--query")
-        if budget is not None and policy is None:
-            raise ConfigError("--budget is the context budget of --policy; give --policy too")
-        items = read_passages(passages)
-        scheme = TierScheme.from_file(tiers) if tiers else None
-        shots = load_examples(examples) if examples else None
-        with open_db(flags.db) as store:
-            result = run_tier(
-                query,
-                items,
-                store=store,
-                judge_spec=flags.judge,
-                base_url=flags.base_url,
-                judge_option=flags.judge_option,
-                tiers=scheme,
-                examples=shots,
-                risk=risk,
-                batch_size=batch_size,
-            )
-        report: dict[str, Any] = result.report()
-        if policy is not None:
-            context = select_context(
-                result, policy.value, DEFAULT_BUDGET if budget is None else budget
-            )
-            report["context"] = context.model_dump(mode="json")
-        write_json(report, flags.output)
-        report_fallbacks(result)
+    if not query.strip():
+        raise InputError("the query is empty", where="--query")
+    if budget is not None and policy is None:
+        raise ConfigError("--budget is the context budget of --policy; give --policy too")
+    items = read_passages(passages)
+    scheme = TierScheme.from_file(tiers) if tiers else None
+    shots = load_examples(examples) if examples else None
+    with open_db(flags.db) as store:
+        result = run_tier(
+            query,
+            items,
+            store=store,
+            judge_spec=flags.judge,
+            base_url=flags.base_url,
+            judge_option=flags.judge_option,
+            tiers=scheme,
+            examples=shots,
+            risk=risk,
+            batch_size=batch_size,
+        )
+    report: dict[str, Any] = result.report()
+    if policy is not None:
+        context = select_context(result, policy.value, DEFAULT_BUDGET if budget is None else budget)
+        report["context"] = context.model_dump(mode="json")
+    write_json(report, flags.output)
+    report_fallbacks(result)
