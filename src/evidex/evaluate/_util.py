@@ -20,6 +20,7 @@ __all__ = [
     "interval_dict",
     "jsonable",
     "prf_dict",
+    "provenance",
     "read_json_object",
     "source_counts",
 ]
@@ -138,3 +139,8 @@ def source_counts(rows: Sequence[Mapping[str, Any]], what: str) -> tuple[dict[st
             f"{sources['fallback']} of {len(rows)} {what} are fallbacks, not the judge's"
         )
     return dict(sources), warnings
+
+
+def provenance(result: Any) -> dict[str, Any]:
+    """A prediction row's ``source`` of a job result, and its ``reason`` when it has one."""
+    return {"source": result.source, **({"reason": result.reason} if result.reason else {})}

@@ -42,7 +42,14 @@ import numpy as np
 
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, id_keys, interval_dict, prf_dict, source_counts
+from evidex.evaluate._util import (
+    align_rows,
+    id_keys,
+    interval_dict,
+    prf_dict,
+    provenance,
+    source_counts,
+)
 from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS
 from evidex.evaluate.golden import AUDIT_CLASSES, AuditGolden, load_golden
 from evidex.evaluate.plots import (
@@ -51,6 +58,7 @@ from evidex.evaluate.plots import (
     fmt_counts,
     fmt_interval,
     fmt_value,
+    worst_section,
 )
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
@@ -188,8 +196,7 @@ class AuditEvaluator:
                         for c in result.claims
                     ],
                     "decision": result.decision.decision,
-                    "source": result.source,
-                    **({"reason": result.reason} if result.reason else {}),
+                    **provenance(result),
                 }
             )
         return rows
@@ -311,14 +318,11 @@ class AuditEvaluator:
         ]
         matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
         lines += confusion_section(matrix, report["labels"], out_dir, "audit: golden vs judge")
-        lines += ["", "## Worst disagreements", ""]
-        if not report["worst"]:
-            lines.append("None: every matched claim is graded as the golden set grades it.")
-        for w in report["worst"]:
-            lines.append(
-                f"- **{w['golden']} → {w['judge']}** ({w['classification']}; answer `{w['id']}`, "
-                f"{w['source']}): {w['explanation']}  \n  claim: {w['claim']!r}"
-            )
+        lines += worst_section(
+            report["worst"],
+            "None: every matched claim is graded as the golden set grades it.",
+            _worst_line,
+        )
         return "\n".join(lines)
 
 
@@ -345,3 +349,10 @@ def _disagreement(
         "explanation": str(claim.get("explanation") or "(none given)"),
         "source": str(claim.get("source") or row.get("source", "unknown")),
     }
+
+
+def _worst_line(w: Mapping[str, Any]) -> str:
+    return (
+        f"- **{w['golden']} → {w['judge']}** ({w['classification']}; answer `{w['id']}`, "
+        f"{w['source']}): {w['explanation']}  \n  claim: {w['claim']!r}"
+    )

@@ -35,10 +35,17 @@ import numpy as np
 from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, id_keys, interval_dict, prf_dict, source_counts
+from evidex.evaluate._util import (
+    align_rows,
+    id_keys,
+    interval_dict,
+    prf_dict,
+    provenance,
+    source_counts,
+)
 from evidex.evaluate.datasets import SCIFACT_CONSTRAINTS, SCIFACT_LABELS, SCIFACT_TAXONOMY
 from evidex.evaluate.golden import ClassifyGolden, load_golden
-from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value
+from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value, worst_section
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
@@ -186,8 +193,7 @@ class ClassifyEvaluator:
                 "cited": cited_passages(result, abstain),
                 "confidence": {a.label: a.confidence for a in result.classifications},
                 "rationale": _rationale(result),
-                "source": result.source,
-                **({"reason": result.reason} if result.reason else {}),
+                **provenance(result),
             }
             if callable(audit_rows):
                 texts = {p.passage_id: p.text for p in record.passages}
@@ -310,15 +316,9 @@ class ClassifyEvaluator:
         lines += confusion_section(
             matrix, report["confusion"]["labels"], out_dir, "classify: golden vs judge"
         )
-        lines += ["", "## Worst disagreements", ""]
-        if not report["worst"]:
-            lines.append("None: the judge agrees with every golden label set.")
-        for w in report["worst"]:
-            lines.append(
-                f"- **{', '.join(w['golden'])} → {', '.join(w['judge']) or NO_LABEL}** "
-                f"(item `{w['id']}`, confidence {fmt_value(w['confidence'])}, {w['source']}): "
-                f"{w['rationale']}  \n  input: {w['input']!r}"
-            )
+        lines += worst_section(
+            report["worst"], "None: the judge agrees with every golden label set.", _worst_line
+        )
         return "\n".join(lines)
 
 
@@ -355,3 +355,11 @@ def _worst(
         }
         for _, _, record, row, labels, top in off[:limit]
     ]
+
+
+def _worst_line(w: Mapping[str, Any]) -> str:
+    return (
+        f"- **{', '.join(w['golden'])} → {', '.join(w['judge']) or NO_LABEL}** "
+        f"(item `{w['id']}`, confidence {fmt_value(w['confidence'])}, {w['source']}): "
+        f"{w['rationale']}  \n  input: {w['input']!r}"
+    )

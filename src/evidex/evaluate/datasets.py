@@ -137,24 +137,12 @@ def load_layout(root: str | Path, job: str, extra: Mapping[str, Any] | None = No
 
 def llmjudge_tier(root: str | Path, scheme: TierScheme = DEFAULT_TIERS) -> list[TierGolden]:
     """LLMJudge dev pairs as tier golden records (grades kept in ``grade``)."""
-    root = Path(root)
-    return _graded_pairs(
-        _queries(root / "queries.tsv"),
-        load_qrels(root / "qrels_dev.txt"),
-        _texts(root / "passages.jsonl", "docid", "doc"),
-        scheme,
-    )
+    return _graded_folder(Path(root), "qrels_dev.txt", ("docid", "doc"), scheme)
 
 
 def trec_dl_tier(root: str | Path, scheme: TierScheme = DEFAULT_TIERS) -> list[TierGolden]:
     """TREC DL 2019 judged pairs as tier golden records."""
-    root = Path(root)
-    return _graded_pairs(
-        _queries(root / "queries.tsv"),
-        load_qrels(root / "qrels.txt"),
-        _texts(root / "passages.jsonl", "pid", "text"),
-        scheme,
-    )
+    return _graded_folder(Path(root), "qrels.txt", ("pid", "text"), scheme)
 
 
 def trec_dl_rerank(
@@ -265,6 +253,19 @@ def scifact_classify(root: str | Path) -> list[ClassifyGolden]:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _graded_folder(
+    root: Path, qrels: str, fields: tuple[str, str], scheme: TierScheme
+) -> list[TierGolden]:
+    """The graded pairs of a folder with ``queries.tsv``, the qrels file ``qrels`` and
+    ``passages.jsonl`` (``fields``: the id and the text key of a passage line)."""
+    return _graded_pairs(
+        _queries(root / "queries.tsv"),
+        load_qrels(root / qrels),
+        _texts(root / "passages.jsonl", *fields),
+        scheme,
+    )
 
 
 def _graded_pairs(

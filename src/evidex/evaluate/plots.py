@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ __all__ = [
     "fmt_interval",
     "fmt_value",
     "has_matplotlib",
+    "worst_section",
 ]
 
 
@@ -118,3 +119,10 @@ def excerpt(text: str, limit: int = 300) -> str:
 def fmt_counts(counts: Mapping[str, int]) -> str:
     """``a 3, b 1`` (``none`` when empty): a distribution on one line."""
     return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
+
+
+def worst_section(
+    worst: Sequence[Mapping[str, Any]], none: str, line: Callable[[Mapping[str, Any]], str]
+) -> list[str]:
+    """The "Worst disagreements" section of a report: ``line`` of each one, or ``none``."""
+    return ["", "## Worst disagreements", "", *([line(w) for w in worst] or [none])]

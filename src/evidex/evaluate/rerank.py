@@ -32,7 +32,7 @@ import numpy as np
 from evidex._text import sha256_hex
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, interval_dict, source_counts
+from evidex.evaluate._util import align_rows, interval_dict, provenance, source_counts
 from evidex.evaluate.golden import RerankGolden, load_golden
 from evidex.evaluate.plots import excerpt, fmt_counts, fmt_interval, fmt_value
 from evidex.evaluate.registry import EvalOptions
@@ -139,8 +139,7 @@ class RerankEvaluator:
                     },
                     "strategy": result.strategy,
                     "prompt_version": result.prompt_version,
-                    "source": result.source,
-                    **({"reason": result.reason} if result.reason else {}),
+                    **provenance(result),
                 }
             )
         return rows

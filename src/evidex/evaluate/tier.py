@@ -26,7 +26,7 @@ import numpy as np
 
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, interval_dict, prf_dict
+from evidex.evaluate._util import align_rows, interval_dict, prf_dict, provenance
 from evidex.evaluate.golden import TierGolden, load_golden
 from evidex.evaluate.plots import (
     confusion_markdown,
@@ -34,6 +34,7 @@ from evidex.evaluate.plots import (
     excerpt,
     fmt_interval,
     fmt_value,
+    worst_section,
 )
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
@@ -127,8 +128,7 @@ class TierEvaluator:
                 "passage_id": a.passage_id,
                 "tier": a.tier,
                 "justification": a.justification,
-                "source": a.source,
-                **({"reason": a.reason} if a.reason else {}),
+                **provenance(a),
             }
             for a in result.classifications
         ]
@@ -246,15 +246,9 @@ class TierEvaluator:
         lines += [confusion_markdown(matrix, names), "", "## Where the disagreements are", ""]
         lines += _boundary_lines(report["boundaries"])
         lines += ["", f"Sources: {', '.join(f'{k} {v}' for k, v in report['sources'].items())}"]
-        lines += ["", "## Worst disagreements", ""]
-        if not report["worst"]:
-            lines.append("None: the judge agrees with every golden tier.")
-        for w in report["worst"]:
-            lines.append(
-                f"- **{w['golden']} → {w['judge']}** (query {w['query']!r}, passage "
-                f"`{w['passage_id']}`, {w['source']}): {w['justification']}  \n"
-                f"  passage: {w['text']!r}"
-            )
+        lines += worst_section(
+            report["worst"], "None: the judge agrees with every golden tier.", _worst_line
+        )
         if "consistency" in report:
             c = report["consistency"]
             lines += [
@@ -317,3 +311,11 @@ def _fmt(value: Any) -> str:
 def _ci(interval: Mapping[str, Any], *, bare: bool = False) -> str:
     text = fmt_interval(interval)
     return text if bare or text == "undefined" else f"95% CI {text}"
+
+
+def _worst_line(w: Mapping[str, Any]) -> str:
+    return (
+        f"- **{w['golden']} → {w['judge']}** (query {w['query']!r}, passage "
+        f"`{w['passage_id']}`, {w['source']}): {w['justification']}  \n"
+        f"  passage: {w['text']!r}"
+    )
