@@ -44,6 +44,7 @@ __all__ = [
     "RunFlags",
     "VerboseOpt",
     "echo_hooks",
+    "examples_option",
     "explain_passage_error",
     "job_judge",
     "json_line",
@@ -73,6 +74,11 @@ def unset_option(*decls: str, metavar: str, help: str, **extra: Any) -> Any:
 def passages_option(help: str) -> Any:
     """The ``--passages`` / ``-p`` option of a job command, with the job's own help text."""
     return unset_option("--passages", "-p", metavar="FILE.jsonl", help=help)
+
+
+def examples_option(help: str) -> Any:
+    """The ``--examples`` option (few-shot examples from a file), with the job's own help text."""
+    return unset_option("--examples", metavar="FILE", help=help)
 
 
 JudgeOpt = Annotated[

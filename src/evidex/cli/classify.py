@@ -19,6 +19,7 @@ from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
     RiskOpt,
     RunFlags,
+    examples_option,
     explain_passage_error,
     json_line,
     jsonl_objects,
@@ -160,10 +161,8 @@ def classify_command(
     ] = None,
     examples: Annotated[
         Path | None,
-        unset_option(
-            "--examples",
-            metavar="FILE",
-            help="Few-shot examples (JSON, YAML or JSONL list of {input, passages, output}).",
+        examples_option(
+            "Few-shot examples (JSON, YAML or JSONL list of {input, passages, output})."
         ),
     ] = None,
     consistency: Annotated[

@@ -151,7 +151,12 @@ def run_demo(
                 SkippedStep(step=s, judge=str(specs[s]), reason=r) for s, r in skipped.items()
             ],
         )
-        llm = evidex.HarnessSettings(timeout_s=LLM_TIMEOUT_S)
+        # what both LLM steps are run with, besides their judge
+        llm: dict[str, Any] = {
+            "store": store,
+            "hooks": hooks,
+            "settings": evidex.HarnessSettings(timeout_s=LLM_TIMEOUT_S),
+        }
         if "audit" in built:
             judge = built["audit"]
             with step("audit", judge, _time_notice(judge, "audit", len(demo.answer.claims))):
@@ -162,9 +167,7 @@ def run_demo(
                     question=demo.query,
                     claims=[c.claim for c in demo.answer.claims],
                     judge=judge,
-                    store=store,
-                    hooks=hooks,
-                    settings=llm,
+                    **llm,
                 )
         else:
             notify(
@@ -178,9 +181,7 @@ def run_demo(
                     [demo.passage(pid) for pid in demo.classify.passage_ids],
                     demo.classify.taxonomy,
                     judge=judge,
-                    store=store,
-                    hooks=hooks,
-                    settings=llm,
+                    **llm,
                 )
         else:
             notify(

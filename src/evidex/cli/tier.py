@@ -15,6 +15,7 @@ from evidex.cli._io import (
     RiskOpt,
     RunFlags,
     echo_hooks,
+    examples_option,
     job_judge,
     open_db,
     passages_option,
@@ -124,12 +125,10 @@ def tier_command(
     ] = None,
     examples: Annotated[
         Path | None,
-        unset_option(
-            "--examples",
-            metavar="FILE",
-            help="Few-shot examples (JSON, YAML or JSONL list of query, passage, tier, "
+        examples_option(
+            "Few-shot examples (JSON, YAML or JSONL list of query, passage, tier, "
             "justification, key_evidence_snippet). Default: built-in examples for the default "
-            "tiers, none for custom tiers.",
+            "tiers, none for custom tiers."
         ),
     ] = None,
     policy: Annotated[
