@@ -109,15 +109,9 @@ class SqlStore:
         step: str | None = None,
     ) -> list[dict[str, Any]]:
         """Rows oldest first (``last`` keeps the newest N)."""
-        query = sa.select(t.audit_log).order_by(t.audit_log.c.id.desc())
-        if run_id:
-            query = query.where(t.audit_log.c.run_id == run_id)
-        if job:
-            query = query.where(t.audit_log.c.job == job)
-        if step:
-            query = query.where(t.audit_log.c.step == step)
-        if last:
-            query = query.limit(last)
+        query = _select(
+            t.audit_log, t.audit_log.c.id.desc(), last, run_id=run_id, job=job, step=step
+        )
         rows = self._read(query)
         for row in rows:
             row["time"] = _aware(row["time"])
@@ -158,13 +152,7 @@ class SqlStore:
     def list_reviews(
         self, *, status: str | None = "pending", job: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
-        query = sa.select(t.review_queue).order_by(t.review_queue.c.id)
-        if status:
-            query = query.where(t.review_queue.c.status == status)
-        if job:
-            query = query.where(t.review_queue.c.job == job)
-        if limit:
-            query = query.limit(limit)
+        query = _select(t.review_queue, t.review_queue.c.id, limit, status=status, job=job)
         return [self._review_row(r) for r in self._read(query)]
 
     def get_review(self, item_id: int) -> dict[str, Any]:
@@ -257,3 +245,13 @@ def _new_id(result: Any) -> int:
     if key is None:
         raise StoreError("the database returned no id for the new row")
     return int(key[0])
+
+
+def _select(table: sa.Table, order: Any, limit: int | None, **equal: str | None) -> Any:
+    """Rows of ``table`` in ``order`` whose columns equal the given values (a value of None or
+    "" matches any), at most ``limit`` (None or 0: all)."""
+    query = sa.select(table).order_by(order)
+    for column, value in equal.items():
+        if value:
+            query = query.where(table.c[column] == value)
+    return query.limit(limit) if limit else query
