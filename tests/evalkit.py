@@ -25,14 +25,14 @@ def marked_tier(text: str) -> str:
 def marker_reply(request: JudgeRequest) -> dict[str, Any]:
     """A valid tier reply grading each passage by its marker word."""
     items = []
-    for p in request.payload["passages"]:
-        tier = marked_tier(p["text"])
+    for p in request.payload.passages:  # type: ignore[attr-defined]
+        tier = marked_tier(p.text)
         items.append(
             {
-                "passage_id": p["passage_id"],
+                "passage_id": p.passage_id,
                 "tier": tier,
-                "justification": f"It says {' '.join(p['text'].split()[:4])}.",
-                "key_evidence_snippet": None if tier == TIERS[3] else p["text"].split()[0],
+                "justification": f"It says {' '.join(p.text.split()[:4])}.",
+                "key_evidence_snippet": None if tier == TIERS[3] else p.text.split()[0],
             }
         )
     return {"classifications": items}

@@ -53,13 +53,13 @@ def tier_reply(
 ) -> dict[str, Any]:
     """A valid tier reply for whatever batch the request carries (snippet = first 5 words)."""
     items = []
-    for p in request.payload["passages"]:
+    for p in request.payload.passages:  # type: ignore[attr-defined]
         entry = {
-            "passage_id": p["passage_id"],
+            "passage_id": p.passage_id,
             "tier": tier,
-            "justification": f"It says {' '.join(p['text'].split()[:5])}.",
-            "key_evidence_snippet": " ".join(p["text"].split()[:5]),
+            "justification": f"It says {' '.join(p.text.split()[:5])}.",
+            "key_evidence_snippet": " ".join(p.text.split()[:5]),
         }
-        entry.update(overrides.get(p["passage_id"], {}))
+        entry.update(overrides.get(p.passage_id, {}))
         items.append(entry)
     return {"classifications": items}

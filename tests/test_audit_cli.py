@@ -112,7 +112,7 @@ def test_batch_form_writes_one_result_a_line(
     judge: ScriptedJudge, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     def answer_of(request: Any) -> dict[str, Any]:
-        return reply(supported()) if request.payload["answer"] == FOUNDED else reply(contradicted())
+        return reply(supported()) if request.payload.answer == FOUNDED else reply(contradicted())
 
     judge.replies += [answer_of, answer_of]
     rows = [

@@ -261,7 +261,7 @@ def test_refusal_has_no_claims_and_is_published(store: SqlStore) -> None:
 
 def _sentence_claims(request: JudgeRequest) -> dict[str, Any]:
     """Every sentence of the segment as an unsupported claim (one-pass) or a claim (extract)."""
-    sentences = re.findall(r"[^.]+\.", request.payload["answer"])
+    sentences = re.findall(r"[^.]+\.", request.payload.answer)
     if request.step == "audit.extract":
         return {"claims": [s.strip() for s in sentences]}
     return reply(*(unsupported(s.strip()) for s in sentences))
@@ -277,8 +277,7 @@ def test_a_20000_word_answer_is_batched_and_nothing_is_lost(store: SqlStore, mod
     def classify(request: JudgeRequest) -> dict[str, Any]:
         return {
             "claims": [
-                graded(c["claim_id"], unsupported(c["claim_text"]))
-                for c in request.payload["claims"]
+                graded(c.claim_id, unsupported(c.claim_text)) for c in request.payload.claims
             ]
         }
 
@@ -478,7 +477,7 @@ class _Counting(ScriptedJudge):
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
-        answer = request.payload["answer"]
+        answer = request.payload.answer
         self.replies.append(reply(supported()) if answer == FOUNDED else reply(contradicted()))
         try:
             return await super().complete(request)

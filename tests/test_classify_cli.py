@@ -68,7 +68,7 @@ def test_one_input_prints_the_spec_schema(
         assert key in result
     assert result["classifications"][0]["label"] == "REFUND"
     assert result["source"] == "judge" and result["review"] == []
-    assert judge.requests[0].payload["multi_label"] is False
+    assert judge.requests[0].payload.multi_label is False
 
 
 def test_options_reach_the_job_and_the_review_reason_is_stored(
@@ -97,7 +97,7 @@ def test_options_reach_the_job_and_the_review_reason_is_stored(
     result = json.loads(output.read_text())
     assert result["risk"] == "high" and result["threshold"] == 0.8 and result["multi_label"]
     payload = judge.requests[0].payload
-    assert payload["multi_label"] is True and payload["risk"] == "high"
+    assert payload.multi_label is True and payload.risk == "high"
     assert "Prefer SHIPPING for tracking questions." in judge.requests[0].messages[0].content
     (decision,) = result["review"]
     store = open_store(f"sqlite:///{db}")
@@ -128,7 +128,7 @@ def test_input_file(
     ]
     assert run(capsys, *argv)[0] == 0
     (judge,) = built
-    assert judge.requests[0].payload["input"] == "Where is my refund?\n"
+    assert judge.requests[0].payload.input == "Where is my refund?\n"
 
 
 def test_a_fallback_exits_zero_and_warns(
@@ -146,7 +146,7 @@ def test_batch_writes_one_line_per_input_in_order(
     capsys: pytest.CaptureFixture[str], scripted: Any, files: dict[str, Path]
 ) -> None:
     def answer(request: JudgeRequest) -> dict[str, Any]:
-        return reply() if "money" in request.payload["input"] else unclassifiable()
+        return reply() if "money" in request.payload.input else unclassifiable()
 
     built = scripted(answer, answer, answer)
     rows = [

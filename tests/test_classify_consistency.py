@@ -39,7 +39,7 @@ def test_runs_bypass_the_cache_and_shuffle_the_passages(store: SqlStore) -> None
     originals = {tuple(r.passage_order) for r in report.runs[:3]}
     assert originals == {("p1", "p2", "p3")}
     assert any(tuple(r.passage_order) != ("p1", "p2", "p3") for r in report.runs[3:])
-    sent = [tuple(p["passage_id"] for p in q.payload["passages"]) for q in judge.requests]
+    sent = [tuple(p.passage_id for p in q.payload.passages) for q in judge.requests]
     assert sent == [tuple(r.passage_order) for r in report.runs]
 
     assert report.modal_labels == ["REFUND"]
@@ -77,7 +77,7 @@ def test_summarise_counts_fallbacks_and_unclassifiable_runs() -> None:
 
 def test_the_check_uses_one_preflight_for_every_run(store: SqlStore) -> None:
     def answer(request: JudgeRequest) -> dict[str, Any]:
-        assert len(request.payload["passages"]) == 3
+        assert len(request.payload.passages) == 3
         return reply()
 
     passages = [*PASSAGES, PASSAGES[0].model_copy(update={"passage_id": "dup"})]

@@ -217,7 +217,7 @@ def test_duplicate_passages_are_merged_and_reported(store: SqlStore) -> None:
     result = run(judge, store, passages)
     assert result.duplicates == {"p1-copy": "p1", "p2-spaced": "p2"}
     assert result.passage_ids == ["p1", "p2", "p3"]
-    assert [p["passage_id"] for p in judge.requests[0].payload["passages"]] == ["p1", "p2", "p3"]
+    assert [p.passage_id for p in judge.requests[0].payload.passages] == ["p1", "p2", "p3"]
     (event,) = result.events
     assert event.kind == "duplicates_removed"
     notes = [r for r in store.audit_rows(run_id=result.run_id) if r["status"] == "note"]
@@ -302,7 +302,7 @@ def test_over_budget_drops_the_lowest_ranked_passages_and_says_so(store: SqlStor
     assert "lowest-ranked" in event.detail
     notes = [r for r in store.audit_rows(run_id=result.run_id) if r["status"] == "note"]
     assert notes[0]["step"] == "dropped_over_budget"
-    sent = [p["passage_id"] for p in judge.requests[0].payload["passages"]]
+    sent = [p.passage_id for p in judge.requests[0].payload.passages]
     assert sent == ["d2", "d4"]
 
 
@@ -326,7 +326,7 @@ def test_a_context_too_small_for_the_input_is_an_input_error(store: SqlStore) ->
 
 def test_many_inputs_keep_their_order_and_report_progress(store: SqlStore) -> None:
     def answer(request: Any) -> dict[str, Any]:
-        if "parcel" in request.payload["input"]:
+        if "parcel" in request.payload.input:
             return reply()
         return unclassifiable()
 

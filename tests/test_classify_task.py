@@ -175,7 +175,7 @@ def test_request_fills_every_placeholder_and_keeps_data_apart() -> None:
     assert user.startswith("## INPUT\n" + INPUT)
     context = json.loads(user.split("text:\n", 1)[1])
     assert [p["passage_id"] for p in context] == ["p1", "p2", "p3"]
-    assert request.payload["passages"] == context
+    assert [vars(p) for p in request.payload.passages] == context
     assert STEP.template.placeholders() == {"LABELS", "CONSTRAINTS", "EXAMPLES", "INPUT", "CONTEXT"}
 
 

@@ -291,7 +291,7 @@ def test_tier_prints_every_passage_once_with_provenance(
     assert "context" not in report
     # the judge saw each distinct passage exactly once, in one batch: no progress bar
     (judge,) = built
-    assert [p["passage_id"] for r in judge.requests for p in r.payload["passages"]] == ids[:7]
+    assert [p.passage_id for r in judge.requests for p in r.payload.passages] == ids[:7]
     assert "tier batches" not in err
 
 

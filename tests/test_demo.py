@@ -16,7 +16,7 @@ import pytest
 from evidex.cli import main
 from evidex.cli.demo import DEMO_BUDGET, DemoExample, load_demo, run_demo
 from evidex.errors import ConfigError
-from evidex.judging import JudgeRequest
+from evidex.judging import ClaimText, JudgeRequest
 from evidex.store import open_store
 from evidex.types import DEFAULT_TIERS
 from tests.fake_openai_server import FakeOpenAIServer, Reply, serve
@@ -70,17 +70,17 @@ def as_author(example: DemoExample = DEMO) -> Callable[[JudgeRequest], dict[str,
     by_claim = {c.claim: c for c in example.answer.claims}
 
     def reply(request: JudgeRequest) -> dict[str, Any]:
-        payload = request.payload
+        payload: Any = request.payload
         if request.job == "rerank":
             order = [p.passage_id for p in sorted(example.passages, key=lambda p: p.rank or 0)]
             return {
                 "scores": [
                     {
-                        "passage_id": p["passage_id"],
-                        "relevance_score": 1.0 / (1 + order.index(p["passage_id"])),
+                        "passage_id": p.passage_id,
+                        "relevance_score": 1.0 / (1 + order.index(p.passage_id)),
                         "justification": "by hand",
                     }
-                    for p in payload["passages"]
+                    for p in payload.passages
                 ]
             }
         if request.job == "tier":
@@ -91,12 +91,8 @@ def as_author(example: DemoExample = DEMO) -> Callable[[JudgeRequest], dict[str,
             }
             return tier_reply(request, **overrides)
         if request.job == "audit":
-            context = {p["passage_id"]: p["text"] for p in payload["passages"]}
-            return {
-                "claims": [
-                    _graded(c, by_claim[c["claim_text"]], context) for c in payload["claims"]
-                ]
-            }
+            context = {p.passage_id: p.text for p in payload.passages}
+            return {"claims": [_graded(c, by_claim[c.claim_text], context) for c in payload.claims]}
         return {
             "classifications": [
                 {
@@ -120,12 +116,12 @@ def as_author(example: DemoExample = DEMO) -> Callable[[JudgeRequest], dict[str,
     return reply
 
 
-def _graded(item: dict[str, Any], planted: Any, context: dict[str, str]) -> dict[str, Any]:
+def _graded(item: ClaimText, planted: Any, context: dict[str, str]) -> dict[str, Any]:
     cited = [pid for pid in planted.evidence if pid in context]
     level = planted.expected if cited or planted.expected == "unsupported" else "unsupported"
     first = context[cited[0]].split(". ")[0] if cited else None
     return {
-        "claim_id": item["claim_id"],
+        "claim_id": item.claim_id,
         "supporting_context_ids": cited if level != "unsupported" else [],
         "supporting_quotes": [first]
         if first and level in ("fully_supported", "partially_supported")
@@ -170,18 +166,16 @@ def test_run_demo_chains_the_four_jobs(author_judges: dict[str, ScriptedJudge]) 
     assert {g.reason for g in context.left_out} == {"policy", "budget"}
     # the audit reads exactly the selected context and gets the author's claims
     audit_request = author_judges["audit"].requests[0]
-    assert [p["passage_id"] for p in audit_request.payload["passages"]] == [
+    assert [p.passage_id for p in audit_request.payload.passages] == [
         i.passage_id for i in context.items
     ]
-    sent = [c["claim_text"] for r in author_judges["audit"].requests for c in r.payload["claims"]]
+    sent = [c.claim_text for r in author_judges["audit"].requests for c in r.payload.claims]
     assert sent == [c.claim for c in DEMO.answer.claims]
     assert result.audit is not None and all(c.agrees for c in result.claim_checks())
     assert result.audit.decision.decision == DEMO.answer.expected_decision
     # classify reads its own passages
     classify_request = author_judges["classify"].requests[0]
-    assert [
-        p["passage_id"] for p in classify_request.payload["passages"]
-    ] == DEMO.classify.passage_ids
+    assert [p.passage_id for p in classify_request.payload.passages] == DEMO.classify.passage_ids
     assert result.label_agreement() is True
     assert notes == [
         "1 rerank start",

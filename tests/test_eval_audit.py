@@ -12,7 +12,7 @@ import pytest
 
 from evidex.evaluate.audit import claim_overlaps
 from evidex.evaluate.metrics import match_claims, span_overlap
-from evidex.judging import JudgeRequest
+from evidex.judging import ClaimsPayload, JudgeRequest
 from tests.audit_fixtures import (
     ANSWER,
     CEO,
@@ -76,12 +76,10 @@ GRADES = {
 
 def audit_reply(request: JudgeRequest) -> dict[str, Any]:
     """Grades given claims (the classification pass) or extracts the fixture answer's three."""
-    if "claims" in request.payload:
-        entries = [
-            graded(c["claim_id"], GRADES[c["claim_text"]]) for c in request.payload["claims"]
-        ]
+    if isinstance(request.payload, ClaimsPayload):
+        entries = [graded(c.claim_id, GRADES[c.claim_text]) for c in request.payload.claims]
         return {"claims": entries}
-    assert request.payload["answer"] == ANSWER
+    assert request.payload.answer == ANSWER
     return reply(supported(), inferred(), contradicted())
 
 
@@ -134,8 +132,8 @@ def test_eval_audit_cli_report(
     assert "![confusion matrix](confusion.png)" in md and "Worst disagreements" in md
     assert (out / "confusion.png").read_bytes()[:4] == b"\x89PNG"
     # a1 and a2 went through the classification pass with their gold claim only
-    given = [r for r in judge.requests if "claims" in r.payload]
-    assert [[c["claim_text"] for c in r.payload["claims"]] for r in given] == [[FOUNDED], [AUSTIN]]
+    given = [r for r in judge.requests if isinstance(r.payload, ClaimsPayload)]
+    assert [[c.claim_text for c in r.payload.claims] for r in given] == [[FOUNDED], [AUSTIN]]
 
 
 def test_claims_are_matched_by_span_overlap() -> None:

@@ -63,7 +63,7 @@ class ClassifyJudge(AnsweringJudge):
         super().__init__(self.next_reply)
 
     def next_reply(self, request: JudgeRequest) -> dict[str, Any]:
-        cid = request.payload["input"].split()[1]
+        cid = request.payload.input.split()[1]
         replies = self.queue[cid]
         return replies.pop(0) if len(replies) > 1 else replies[0]
 

@@ -61,11 +61,11 @@ def score_reply(request: JudgeRequest) -> dict[str, Any]:
     return {
         "scores": [
             {
-                "passage_id": p["passage_id"],
-                "relevance_score": float(p["text"].split("s=")[1]),
-                "justification": f"It says {p['text'].split('.')[0]}.",
+                "passage_id": p.passage_id,
+                "relevance_score": float(p.text.split("s=")[1]),
+                "justification": f"It says {p.text.split('.')[0]}.",
             }
-            for p in request.payload["passages"]
+            for p in request.payload.passages
         ]
     }
 
@@ -147,7 +147,7 @@ def test_an_interrupted_rerank_evaluation_resumes_without_asking_again(
     out = tmp_path / "r"
 
     def stop_on_q2(request: JudgeRequest) -> dict[str, Any]:
-        if request.payload["query"] == "when do tulips flower":
+        if request.payload.query == "when do tulips flower":
             raise _Interrupted("power cut")
         return score_reply(request)
 
@@ -163,7 +163,7 @@ def test_an_interrupted_rerank_evaluation_resumes_without_asking_again(
         report = evaluate("rerank", golden, judge=judge, store=fresh, out_dir=out)
     finally:
         fresh.close()
-    assert [r.payload["query"] for r in judge.requests] == ["when do tulips flower"]
+    assert [r.payload.query for r in judge.requests] == ["when do tulips flower"]
     assert report["metrics"]["nDCG@10"] == pytest.approx((Q1_JUDGE + Q2_JUDGE) / 2)
     # other options are another run: its progress is not reused
     again = AnsweringJudge(score_reply)

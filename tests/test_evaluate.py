@@ -276,7 +276,7 @@ def test_an_interrupted_evaluation_resumes_where_it_stopped(
 
     class StopsOnSecondQuery(MarkerJudge):
         async def complete(self, request):  # type: ignore[no-untyped-def]
-            if request.payload["query"] == "question q2":
+            if request.payload.query == "question q2":
                 raise _Interrupted("power cut")
             return await super().complete(request)
 
@@ -301,7 +301,7 @@ def test_an_interrupted_evaluation_resumes_where_it_stopped(
         out_dir=out,
         options=EvalOptions(extra={"batch_size": 5}),
     )
-    assert {r.payload["query"] for r in judge.requests} == {"question q2"}
+    assert {r.payload.query for r in judge.requests} == {"question q2"}
     assert report["run"]["items"] == 12
     # a third run has nothing left to do
     again = MarkerJudge()
@@ -457,9 +457,9 @@ def test_consistency_reruns_shuffled_and_resplit(store: SqlStore) -> None:
     report = tier_consistency([("q", passages)], judge, store=store, runs=3, seed=1)
     assert report["kappa"] == [pytest.approx(1.0), pytest.approx(1.0)]
     assert report["agreement"] == 1.0 and report["unstable"] == []
-    sizes = sorted(len(r.payload["passages"]) for r in judge.requests)
+    sizes = sorted(len(r.payload.passages) for r in judge.requests)
     assert sizes == [2, 2, 5, 5, 5, 7, 10]  # batches of 10, 5 and 7: nothing came from cache
-    orders = {tuple(p["passage_id"] for p in r.payload["passages"]) for r in judge.requests}
+    orders = {tuple(p.passage_id for p in r.payload.passages) for r in judge.requests}
     assert len(orders) == 7
 
 
@@ -474,12 +474,12 @@ def test_consistency_reports_position_dependent_labels(store: SqlStore) -> None:
             def reply(req: JudgeRequest) -> dict[str, object]:
                 items = [
                     {
-                        "passage_id": p["passage_id"],
+                        "passage_id": p.passage_id,
                         "tier": TIERS[0] if i == 0 else TIERS[3],
                         "justification": "position",
-                        "key_evidence_snippet": p["text"][:4],
+                        "key_evidence_snippet": p.text[:4],
                     }
-                    for i, p in enumerate(req.payload["passages"])
+                    for i, p in enumerate(req.payload.passages)
                 ]
                 return {"classifications": items}
 

@@ -11,9 +11,9 @@ import pytest
 
 import evidex
 from evidex.errors import JudgeUnavailable
-from evidex.limits import CircuitBreaker
 from evidex.harness.runner import Harness, HarnessSettings, RunContext
 from evidex.judging import JudgeRequest
+from evidex.limits import CircuitBreaker
 from evidex.store import SqlStore
 from evidex.tasks.tier import TierBatch, TierStep
 from evidex.types import Passage
@@ -170,7 +170,7 @@ def test_batches_are_merged_by_id_in_input_order(store: SqlStore) -> None:
     result = _run(
         judge, store, passages, batch_size=10, on_progress=lambda d, t: progress.append((d, t))
     )
-    assert [len(r.payload["passages"]) for r in judge.requests] == [10, 10, 3]
+    assert [len(r.payload.passages) for r in judge.requests] == [10, 10, 3]
     assert [a.passage_id for a in result.classifications] == [p.passage_id for p in passages]
     assert progress[-1] == (3, 3)
 
@@ -394,7 +394,7 @@ def test_duplicates_are_judged_once_and_reported(store: SqlStore, passages: list
     )
     judge = ScriptedJudge([tier_reply])
     result = _run(judge, store, [*passages, twin])
-    assert "p1-copy" not in [p["passage_id"] for p in judge.requests[0].payload["passages"]]
+    assert "p1-copy" not in [p.passage_id for p in judge.requests[0].payload.passages]
     copy = result.classifications[-1]
     assert copy.passage_id == "p1-copy" and copy.duplicate_of == "p1"
     assert copy.tier == result.tier_of("p1")

@@ -29,7 +29,7 @@ from evidex.judges.minilm import (
     sentence_spans,
 )
 from evidex.judges.minilm import _encoder as _minilm
-from evidex.judging import JudgeRequest
+from evidex.judging import JudgeRequest, PassageText, RankPayload
 from evidex.store import SqlStore
 from evidex.tasks.tier import TierBatch, TierStep
 from evidex.types import DEFAULT_TIERS, Passage, TierDefinition, TierScheme
@@ -236,10 +236,7 @@ def _ranking_request(query: str, texts: Mapping[str, str]) -> JudgeRequest:
         step="rerank",
         messages=(),
         schema={},
-        payload={
-            "query": query,
-            "passages": [{"passage_id": k, "text": v} for k, v in texts.items()],
-        },
+        payload=RankPayload(query, tuple(PassageText(k, v) for k, v in texts.items())),
     )
 
 

@@ -22,7 +22,7 @@ from evidex.errors import ConfigError, EvidexError, JudgeUnavailable
 from evidex.harness.runner import HarnessSettings
 from evidex.judges import get_judge
 from evidex.judges._openai import OpenAIJudge
-from evidex.judging import JudgeRequest, Message
+from evidex.judging import JudgeRequest, Message, PassageText, Payload, TierPayload
 from evidex.store import SqlStore
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.tier import reply_schema
@@ -71,7 +71,7 @@ def judge(server: FakeOpenAIServer) -> Iterator[OpenAIJudge]:
 
 def valid(passages: list[Passage], **overrides: Any) -> dict[str, Any]:
     """A reply that passes validation (snippet = the passage's first five words)."""
-    payload = {"passages": [{"passage_id": p.passage_id, "text": p.text} for p in passages]}
+    payload = TierPayload("", PassageText.of(passages))
     request = JudgeRequest(job="tier", messages=(), schema={}, payload=payload)
     return tier_reply(request, **overrides)
 
@@ -574,7 +574,9 @@ def test_every_server_fault_becomes_an_evidex_error(
 ) -> None:
     judge = make_judge(server.base_url, structured_output="none")
     server.add(behaviour)
-    request = JudgeRequest(job="tier", messages=(Message("user", "grade"),), schema={}, payload={})
+    request = JudgeRequest(
+        job="tier", messages=(Message("user", "grade"),), schema={}, payload=Payload()
+    )
     with pytest.raises(EvidexError) as caught:  # an SDK exception would not be caught here
         asyncio.run(judge.complete(request))
     assert type(caught.value) is expected
@@ -584,7 +586,9 @@ def test_every_server_fault_becomes_an_evidex_error(
 def test_client_timeout_and_unreachable_server_become_judge_unavailable(
     server: FakeOpenAIServer,
 ) -> None:
-    request = JudgeRequest(job="tier", messages=(Message("user", "grade"),), schema={}, payload={})
+    request = JudgeRequest(
+        job="tier", messages=(Message("user", "grade"),), schema={}, payload=Payload()
+    )
     slow = make_judge(server.base_url, timeout_s=0.2)
     server.add(Reply("{}", delay_s=3.0))
     with pytest.raises(JudgeUnavailable, match=r"did not answer within 0\.2s"):

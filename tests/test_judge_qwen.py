@@ -19,7 +19,7 @@ from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges import _weights, get_judge
 from evidex.judges._qwen_decode import MAX_DRAFT, lookup_draft
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
-from evidex.judging import JudgeReply, JudgeRequest, Message
+from evidex.judging import JudgeReply, JudgeRequest, Message, Payload
 from evidex.tasks.base import BatchInfo, PromptTemplate, ReplyInvalid, StepRequest
 from evidex.tasks.tier import TierBatch, TierStep
 from evidex.types import Passage
@@ -306,7 +306,7 @@ def test_constrained_decoding_holds_even_against_the_prompt(qwen: Any) -> None:
             job="classify",
             messages=messages,
             schema=schema,
-            payload={},
+            payload=Payload(),
             temperature=0.7,
             max_tokens=40,
         ),
@@ -371,7 +371,7 @@ def test_two_judges_share_one_model_across_threads(qwen: Any) -> None:
                         job="audit",
                         messages=(Message("user", question),),
                         schema=schema,
-                        payload={},
+                        payload=Payload(),
                         temperature=0.0,
                         max_tokens=12,
                     ),

@@ -30,7 +30,7 @@ def rank_reply(
     the passage's first words."""
 
     def reply(request: JudgeRequest) -> dict[str, Any]:
-        texts = {p["passage_id"]: p["text"] for p in request.payload["passages"]}
+        texts = {p.passage_id: p.text for p in request.payload.passages}
         ids = [i for i in (order or []) if i in texts]
         ids += [i for i in reversed(list(texts)) if i not in ids]
         entries = []
@@ -221,8 +221,8 @@ def test_top_n_cut_keeps_the_rest_in_retrieval_order(store: SqlStore) -> None:
     judge = ScriptedJudge([rank_reply()])
     result = _run(judge, store, list(reversed(many)), top_n=30)
 
-    assert len(judge.requests[0].payload["passages"]) == 30
-    assert [p["passage_id"] for p in judge.requests[0].payload["passages"]] == _ids(many[:30])
+    assert len(judge.requests[0].payload.passages) == 30
+    assert [p.passage_id for p in judge.requests[0].payload.passages] == _ids(many[:30])
     assert result.ids()[:30] == list(reversed(_ids(many[:30])))
     assert result.ids()[30:] == _ids(many[30:])
     assert [r.rank for r in result.ranked_passages] == list(range(1, 201))
@@ -242,7 +242,7 @@ def test_identical_passages_are_ranked_once_and_follow_their_twin(store: SqlStor
     judge = ScriptedJudge([rank_reply(["a", "b"])])
     result = _run(judge, store, items)
 
-    assert _ids([Passage.model_validate(p) for p in judge.requests[0].payload["passages"]]) == [
+    assert _ids([Passage.model_validate(vars(p)) for p in judge.requests[0].payload.passages]) == [
         "a",
         "b",
     ]
@@ -305,7 +305,7 @@ def test_identical_request_is_served_from_cache(store: SqlStore, passages: list[
 
 def _by_hidden_relevance(relevance: dict[str, float]) -> Callable[[JudgeRequest], dict[str, Any]]:
     def reply(request: JudgeRequest) -> dict[str, Any]:
-        ids = [p["passage_id"] for p in request.payload["passages"]]
+        ids = [p.passage_id for p in request.payload.passages]
         return rank_reply(sorted(ids, key=lambda i: -relevance[i]))(request)
 
     return reply
@@ -316,7 +316,7 @@ def test_listwise_slides_windows_from_the_bottom(store: SqlStore, passages: list
     judge = ScriptedJudge([_by_hidden_relevance(relevance)] * 3)
     result = _run(judge, store, passages, strategy="listwise", window=4, step=2)
 
-    windows = [[p["passage_id"] for p in r.payload["passages"]] for r in judge.requests]
+    windows = [[p.passage_id for p in r.payload.passages] for r in judge.requests]
     assert windows[0] == ["p4", "p5", "p6", "p7"]  # the bottom window first
     assert len(windows) == 3 and all(len(w) == 4 for w in windows)
     assert result.ids()[:3] == ["p2", "p6", "p7"]
@@ -379,11 +379,11 @@ def test_pointwise_with_a_chat_judge(store: SqlStore, passages: list[Passage]) -
         return {
             "scores": [
                 {
-                    "passage_id": p["passage_id"],
-                    "relevance_score": len(p["text"]) / 100,
-                    "justification": f"It says {p['text'][:20]}",
+                    "passage_id": p.passage_id,
+                    "relevance_score": len(p.text) / 100,
+                    "justification": f"It says {p.text[:20]}",
                 }
-                for p in request.payload["passages"]
+                for p in request.payload.passages
             ]
         }
 
@@ -399,7 +399,7 @@ def test_pointwise_with_a_chat_judge(store: SqlStore, passages: list[Passage]) -
 
 def _pair_judge(relevance: dict[str, float]) -> Callable[[JudgeRequest], dict[str, Any]]:
     def reply(request: JudgeRequest) -> dict[str, Any]:
-        a, b = (p["passage_id"] for p in request.payload["passages"])
+        a, b = (p.passage_id for p in request.payload.passages)
         winner = "A" if relevance[a] > relevance[b] else "B"
         return {"winner": winner, "justification": f"It says {a if winner == 'A' else b}"}
 
@@ -419,7 +419,7 @@ def test_pairwise_finds_the_top_k_with_few_comparisons_in_both_orders(store: Sql
     comparisons = result.metrics.comparisons or 0
     assert comparisons < 30 * 29 / 2 * 0.2
     assert result.judge_calls == 2 * comparisons == len(judge.requests)
-    asked = [tuple(p["passage_id"] for p in r.payload["passages"]) for r in judge.requests]
+    asked = [tuple(p.passage_id for p in r.payload.passages) for r in judge.requests]
     assert all((b, a) in asked for a, b in asked)  # every pair in both orders
     assert result.metrics.ties == 0
     assert all(r.source is None for r in result.ranked_passages[10:])

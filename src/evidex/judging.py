@@ -1,8 +1,9 @@
 """The judge interface: the one small contract every backend implements.
 
 A judge answers a :class:`JudgeRequest` with raw text. Chat judges read ``messages`` and
-``schema``; native judges (an encoder that scores pairs) read the typed ``payload`` and answer
-in the same JSON schema, so validation, re-asks, fallback and logging are the same for all.
+``schema``; native judges (an encoder that scores pairs) read the typed ``payload`` (one
+:class:`Payload` class per kind of exchange, so a judge dispatches on its type) and answer in
+the same JSON schema, so validation, re-asks, fallback and logging are the same for all.
 Backends live in ``evidex.judges``; this module imports no SDK.
 """
 
@@ -10,15 +11,33 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from evidex._text import estimate_tokens
 from evidex.limits import JudgeGate
-from evidex.types import Usage
+from evidex.taxonomy import LabelDefinition
+from evidex.types import Passage, TierDefinition, Usage
 
-__all__ = ["Judge", "JudgeReply", "JudgeRequest", "Message"]
+__all__ = [
+    "AuditPayload",
+    "ClaimText",
+    "ClaimsPayload",
+    "ClassifyPayload",
+    "ExtractPayload",
+    "Judge",
+    "JudgeReply",
+    "JudgeRequest",
+    "Message",
+    "PairPayload",
+    "PassageText",
+    "PassagesPayload",
+    "Payload",
+    "RankPayload",
+    "ScorePayload",
+    "TierPayload",
+]
 
 _GATE_LOCK = threading.Lock()
 
@@ -30,18 +49,114 @@ class Message:
 
 
 @dataclass(frozen=True)
+class PassageText:
+    """A passage as a judge sees it: its id and text, nothing else."""
+
+    passage_id: str
+    text: str
+
+    @classmethod
+    def of(cls, passages: Sequence[Passage]) -> tuple[PassageText, ...]:
+        return tuple(cls(p.passage_id, p.text) for p in passages)
+
+
+@dataclass(frozen=True)
+class Payload:
+    """The typed input of one exchange, for judges that do not read the prose prompt."""
+
+
+@dataclass(frozen=True)
+class PassagesPayload(Payload):
+    """A query and passages to judge against it."""
+
+    query: str
+    passages: tuple[PassageText, ...]
+
+
+@dataclass(frozen=True)
+class TierPayload(PassagesPayload):
+    """Tier each passage; ``tiers`` most relevant first."""
+
+    tiers: tuple[TierDefinition, ...] = ()
+    risk: str = "low"
+
+
+@dataclass(frozen=True)
+class RankPayload(PassagesPayload):
+    """Rank the passages (allpairs, or one listwise window)."""
+
+
+@dataclass(frozen=True)
+class ScorePayload(PassagesPayload):
+    """Score each passage on its own (pointwise)."""
+
+
+@dataclass(frozen=True)
+class PairPayload(PassagesPayload):
+    """Say which of two passages (A, then B) answers better."""
+
+
+@dataclass(frozen=True)
+class ClassifyPayload(Payload):
+    """Label ``input`` from the taxonomy using only the passages."""
+
+    input: str
+    passages: tuple[PassageText, ...]
+    labels: tuple[LabelDefinition, ...]
+    multi_label: bool = False
+    threshold: float = 0.7
+    risk: str = "low"
+
+
+@dataclass(frozen=True)
+class ExtractPayload(Payload):
+    """Split an answer (segment) into claims."""
+
+    answer: str
+    question: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditPayload(Payload):
+    """Split an answer segment into claims and grade each against the passages (one pass)."""
+
+    answer: str
+    passages: tuple[PassageText, ...]
+    answer_id: str | None = None
+    question: str | None = None
+    risk: str = "low"
+
+
+@dataclass(frozen=True)
+class ClaimText:
+    claim_id: str
+    claim_text: str
+
+
+@dataclass(frozen=True)
+class ClaimsPayload(Payload):
+    """Grade given claims against the passages."""
+
+    claims: tuple[ClaimText, ...]
+    passages: tuple[PassageText, ...]
+    question: str | None = None
+    risk: str = "low"
+
+
+@dataclass(frozen=True)
 class JudgeRequest:
     """Everything a judge may need for one exchange. Never mutated: re-asks build a new one."""
 
     job: str
     messages: tuple[Message, ...]
     schema: Mapping[str, Any]
-    payload: Mapping[str, Any]
+    payload: Payload
     temperature: float = 0.2
     max_tokens: int = 2048
     attempt: int = 1
     step: str = ""
-    """Which kind of exchange inside a job (``tier``, ``audit.extract`` ...), for native judges."""
+    """Which kind of exchange inside a job (``tier``, ``audit.extract`` ...), for logs and
+    names; judges dispatch on the type of :attr:`payload`."""
 
 
 @dataclass(frozen=True)

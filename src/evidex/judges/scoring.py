@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from evidex.judging import Judge, JudgeReply, JudgeRequest
+from evidex.judging import Judge, JudgeReply, JudgeRequest, PassagesPayload
 
 __all__ = ["Scorer", "ScoringJudge"]
 
@@ -45,13 +45,15 @@ class ScoringJudge(Judge):
         self.context_window = inner.context_window
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
-        if request.step in getattr(self.inner, "native_steps", ()):
+        payload = request.payload
+        if isinstance(payload, getattr(self.inner, "native_payloads", ())):
             # the judge answers the score step from the payload itself: it scores the whole
             # pool at once (local:minilm fused with BM25) and explains each score
             return await self.inner.complete(request)
-        query = str(request.payload["query"])
-        passages = list(request.payload["passages"])
-        scores = await asyncio.to_thread(self._score, query, [p["text"] for p in passages])
+        if not isinstance(payload, PassagesPayload):
+            raise TypeError(f"{self.judge_id} scores passages, not a {type(payload).__name__}")
+        passages = payload.passages
+        scores = await asyncio.to_thread(self._score, payload.query, [p.text for p in passages])
         if len(scores) != len(passages):
             # a broken scorer is a programming error in the backend, not a judge opinion
             raise RuntimeError(
@@ -59,7 +61,7 @@ class ScoringJudge(Judge):
             )
         entries = [
             {
-                "passage_id": p["passage_id"],
+                "passage_id": p.passage_id,
                 "relevance_score": float(s),
                 "justification": f"{self.judge_id} relevance score {float(s):.3f} "
                 "(encoder similarity of query and passage, not a reading)",

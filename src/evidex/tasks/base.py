@@ -16,7 +16,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from pydantic import BaseModel
 
 from evidex._text import sha256_hex
-from evidex.judging import Message
+from evidex.judging import Message, Payload
 from evidex.types import Passage
 
 __all__ = [
@@ -84,7 +84,7 @@ class StepRequest:
 
     messages: tuple[Message, ...]
     schema: Mapping[str, Any]
-    payload: Mapping[str, Any]
+    payload: Payload
     max_tokens: int = 2048
 
 

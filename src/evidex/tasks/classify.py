@@ -17,6 +17,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex._text import contains_verbatim, quote_mismatch
+from evidex.judging import ClassifyPayload, PassageText
 from evidex.tasks.base import (
     BatchInfo,
     PromptTemplate,
@@ -191,14 +192,14 @@ class ClassifyStep:
             "INPUT": batch.input,
             "CONTEXT": passages_json(context),
         }
-        payload = {
-            "input": batch.input,
-            "passages": context,
-            "labels": [label.model_dump() for label in batch.taxonomy.labels],
-            "multi_label": batch.multi_label,
-            "threshold": batch.threshold,
-            "risk": batch.risk.value,
-        }
+        payload = ClassifyPayload(
+            input=batch.input,
+            passages=PassageText.of(batch.passages),
+            labels=tuple(batch.taxonomy.labels),
+            multi_label=batch.multi_label,
+            threshold=batch.threshold,
+            risk=batch.risk.value,
+        )
         labels_out = len(batch.taxonomy.labels) if batch.multi_label else 1
         return StepRequest(
             messages=self.template.render(values),

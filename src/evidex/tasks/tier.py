@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex._text import contains_verbatim, quote_mismatch
+from evidex.judging import PassageText, TierPayload
 from evidex.tasks.base import (
     BatchInfo,
     ItemGrades,
@@ -192,12 +193,9 @@ class TierStep:
             "TIER_NAMES": " | ".join(scheme.names),
             "SUMMARY_KEYS": ", ".join(f'"{scheme.count_key(n)}": 0' for n in scheme.names),
         }
-        payload = {
-            "query": batch.query,
-            "passages": passage_items(batch.passages),
-            "tiers": [t.model_dump() for t in scheme.tiers],
-            "risk": batch.risk.value,
-        }
+        payload = TierPayload(
+            batch.query, PassageText.of(batch.passages), tuple(scheme.tiers), batch.risk.value
+        )
         return StepRequest(
             messages=self.template.render(values),
             schema=reply_schema(scheme, [p.passage_id for p in batch.passages]),

