@@ -8,10 +8,9 @@ re-quantized dynamically (``MatMulInteger``, int8 weights per output channel, ac
 quantized per batch); onnxruntime fuses the rest when it loads the graph.
 
 The weights are re-quantized per output channel (uint8 with a zero point, so the product never
-saturates; see ``_derive``); the new error is in the activations and that re-quantization. Measured on 1,043 TREC DL
-passages: every embedding keeps a cosine of at least 0.977 with the reference model's (mean
-0.995), and the graph runs 1.7 times as fast as the shipped one on the same runs
-(docs/benchmarks.md, encoder_speed). The derived file is cached by the
+saturates; see ``_derive``); the new error is in the activations and that re-quantization.
+How close the embeddings stay to the reference model's and how fast the graph runs are measured
+by ``bench/encoder_speed.py`` (docs/benchmarks.md). The derived file is cached by the
 source's sha256, the recipe and the onnxruntime version, written atomically, and rebuilt if it
 is missing; the ``compute="float32"`` option of the judge skips all of this.
 """
