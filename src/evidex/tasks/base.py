@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import typing
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ __all__ = [
     "Salvageable",
     "Salvaged",
     "Step",
+    "StepBase",
     "StepRequest",
     "count_ids",
     "passage_items",
@@ -108,6 +110,48 @@ class BatchInfo:
     query: str
     passage_ids: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class StepBase(Generic[B, V]):
+    """What every step declares, as class keywords and its type parameters::
+
+        class TierStep(StepBase[TierBatch, TierBatchValue], name="tier", template=TIER_TEMPLATE):
+
+    ``name`` files its exchanges in the audit log (``job.step``; the job is the part before
+    the dot), ``template`` is the versioned prompt, ``max_attempts`` what the spec allows (the
+    first try and the retries; default 2, the spec's one retry), and the validated value's type
+    is the second type parameter. A public step that leaves one out is an error when its class
+    is made, not when the harness first runs it; a private base (``_Name``) may declare a part.
+    """
+
+    job: str
+    name: str
+    template: PromptTemplate
+    max_attempts: int = 2
+    value_type: type[V]
+
+    def __init_subclass__(
+        cls,
+        *,
+        name: str | None = None,
+        template: PromptTemplate | None = None,
+        max_attempts: int | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init_subclass__(**kwargs)
+        if name is not None:
+            cls.name, cls.job = name, name.partition(".")[0]
+        if template is not None:
+            cls.template = template
+        if max_attempts is not None:
+            cls.max_attempts = max_attempts
+        for base in getattr(cls, "__orig_bases__", ()):
+            args = typing.get_args(base)
+            if len(args) == 2 and isinstance(args[1], type):
+                cls.value_type = args[1]
+        missing = [k for k in ("name", "template", "value_type") if not hasattr(cls, k)]
+        if missing and not cls.__name__.startswith("_"):
+            raise TypeError(f"step {cls.__name__} does not declare {', '.join(missing)}")
 
 
 class Step(Protocol, Generic[B_contra, V]):

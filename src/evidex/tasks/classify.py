@@ -22,6 +22,7 @@ from evidex.tasks.base import (
     BatchInfo,
     PromptTemplate,
     ReplyInvalid,
+    StepBase,
     StepRequest,
     passage_items,
     passages_json,
@@ -172,14 +173,10 @@ class ClassifyBatch:
     multi_label: bool = False
 
 
-class ClassifyStep:
+class ClassifyStep(
+    StepBase[ClassifyBatch, ClassifyValue], name="classify", template=CLASSIFY_TEMPLATE
+):
     """The classify exchange. ``max_attempts`` is 2: the spec retries exactly once."""
-
-    job = "classify"
-    name = "classify"
-    template = CLASSIFY_TEMPLATE
-    max_attempts = 2
-    value_type = ClassifyValue
 
     # -------------------------------------------------------------- request
 

@@ -23,6 +23,7 @@ from evidex.tasks.base import (
     PromptTemplate,
     ReplyInvalid,
     Salvaged,
+    StepBase,
     StepRequest,
     count_ids,
     passage_items,
@@ -170,14 +171,10 @@ class TierBatch:
     risk: RiskLevel = RiskLevel.LOW
 
 
-class TierStep:
+class TierStep(
+    StepBase[TierBatch, TierBatchValue], name="tier", template=TIER_TEMPLATE, max_attempts=3
+):
     """The tier exchange. ``max_attempts`` is 3: the first try and the spec's two retries."""
-
-    job = "tier"
-    name = "tier"
-    template = TIER_TEMPLATE
-    max_attempts = 3
-    value_type = TierBatchValue
 
     # -------------------------------------------------------------- request
 

@@ -40,6 +40,7 @@ from evidex.tasks.base import (
     BatchInfo,
     ReplyInvalid,
     Salvaged,
+    StepBase,
     StepRequest,
     passage_items,
     passages_json,
@@ -50,14 +51,10 @@ from evidex.types import Passage, RiskLevel
 __all__ = ["AuditStep", "ClassifyStep", "ExtractStep", "claim_schema"]
 
 
-class _GradingMixin:
+class _GradingMixin(StepBase[Any, ClaimsValue]):
     """What the one-pass and classify steps share: the context block, the reply schema of a
-    graded claim, and the checks of one graded claim against the passages."""
-
-    job = "audit"
-    max_attempts = 2
-    """The spec: one retry with a stricter schema reminder, then the fallback (review)."""
-    value_type = ClaimsValue
+    graded claim, and the checks of one graded claim against the passages. Two attempts: the
+    spec's one retry with a stricter schema reminder, then the fallback (review)."""
 
     @staticmethod
     def _context_values(
@@ -91,11 +88,8 @@ class _GradingMixin:
         ]
 
 
-class AuditStep(_GradingMixin):
+class AuditStep(_GradingMixin, name="audit", template=ONE_PASS_TEMPLATE):
     """One pass: the judge extracts the claims of a segment and classifies them."""
-
-    name = "audit"
-    template = ONE_PASS_TEMPLATE
 
     def request(self, batch: SegmentBatch) -> StepRequest:
         values = self._context_values(batch.passages, batch.question, batch.risk)
@@ -181,14 +175,10 @@ class AuditStep(_GradingMixin):
         )
 
 
-class ExtractStep:
+class ExtractStep(
+    StepBase[SegmentBatch, ExtractedValue], name="audit.extract", template=EXTRACT_TEMPLATE
+):
     """Two passes, first step: the judge lists the claims of a segment, verbatim."""
-
-    job = "audit"
-    name = "audit.extract"
-    template = EXTRACT_TEMPLATE
-    max_attempts = 2
-    value_type = ExtractedValue
 
     def request(self, batch: SegmentBatch) -> StepRequest:
         values = {"QUESTION": batch.question or "(not given)", "ANSWER": batch.answer}
@@ -252,11 +242,8 @@ class ExtractStep:
         return [[c.claim_id, c.start, c.end] for c in value.claims]
 
 
-class ClassifyStep(_GradingMixin):
+class ClassifyStep(_GradingMixin, name="audit.classify", template=CLASSIFY_TEMPLATE):
     """Two passes, second step: classify a batch of already extracted claims."""
-
-    name = "audit.classify"
-    template = CLASSIFY_TEMPLATE
 
     def request(self, batch: ClaimBatch) -> StepRequest:
         values = self._context_values(batch.passages, batch.question, batch.risk)

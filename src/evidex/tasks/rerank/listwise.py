@@ -10,6 +10,7 @@ from evidex.judging import PassageText, RankPayload
 from evidex.tasks.base import (
     BatchInfo,
     ReplyInvalid,
+    StepBase,
     StepRequest,
     count_ids,
     passage_items,
@@ -30,15 +31,9 @@ from evidex.tasks.rerank.prompts import RERANK_TEMPLATE
 __all__ = ["RerankStep", "rank_schema"]
 
 
-class RerankStep:
+class RerankStep(StepBase[RerankBatch, RerankBatchValue], name="rerank", template=RERANK_TEMPLATE):
     """The spec's ranking exchange. ``max_attempts`` is 2: the first try and one retry with a
     note naming the violation; after that the harness falls back to the order given."""
-
-    job = "rerank"
-    name = "rerank"
-    template = RERANK_TEMPLATE
-    max_attempts = 2
-    value_type = RerankBatchValue
 
     def request(self, batch: RerankBatch) -> StepRequest:
         ids = [p.passage_id for p in batch.passages]

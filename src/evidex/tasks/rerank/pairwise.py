@@ -5,22 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from evidex.judging import PairPayload, PassageText
-from evidex.tasks.base import BatchInfo, ReplyInvalid, StepRequest
+from evidex.tasks.base import BatchInfo, ReplyInvalid, StepBase, StepRequest
 from evidex.tasks.rerank.models import PairBatch, PairVerdict, batch_info, batch_material
 from evidex.tasks.rerank.prompts import PAIR_TEMPLATE
 
 __all__ = ["PairStep"]
 
 
-class PairStep:
+class PairStep(StepBase[PairBatch, PairVerdict], name="rerank.pair", template=PAIR_TEMPLATE):
     """One comparison of two passages. A comparison that never validates falls back to a tie
     (``winner=None``), which the sort breaks by retrieval order."""
-
-    job = "rerank"
-    name = "rerank.pair"
-    template = PAIR_TEMPLATE
-    max_attempts = 2
-    value_type = PairVerdict
 
     def request(self, batch: PairBatch) -> StepRequest:
         values = {"QUERY": batch.query, "PASSAGE_A": batch.a.text, "PASSAGE_B": batch.b.text}

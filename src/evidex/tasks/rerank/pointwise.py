@@ -8,6 +8,7 @@ from evidex.judging import PassageText, ScorePayload
 from evidex.tasks.base import (
     BatchInfo,
     ReplyInvalid,
+    StepBase,
     StepRequest,
     count_ids,
     passage_items,
@@ -27,15 +28,11 @@ from evidex.tasks.rerank.prompts import SCORE_TEMPLATE
 __all__ = ["ScoreStep"]
 
 
-class ScoreStep:
+class ScoreStep(
+    StepBase[ScoreBatch, ScoreBatchValue], name="rerank.score", template=SCORE_TEMPLATE
+):
     """One relevance score per passage (pointwise). Falls back to the retrieval order, given
     as descending pseudo-scores and marked ``fallback``."""
-
-    job = "rerank"
-    name = "rerank.score"
-    template = SCORE_TEMPLATE
-    max_attempts = 2
-    value_type = ScoreBatchValue
 
     def request(self, batch: ScoreBatch) -> StepRequest:
         ids = [p.passage_id for p in batch.passages]
