@@ -36,12 +36,14 @@ def _cli_commands() -> list[str]:
 def test_tier_and_rerank_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = [b for b in _python_blocks() if "evidex.tier(" in b and "passages = [" in b]
     blocks += [b for b in _python_blocks() if "evidex.rerank(" in b]
-    assert len(blocks) == 2
+    blocks += [b for b in _python_blocks() if "evidex.tier_many(" in b]
+    assert len(blocks) == 3
     namespace: dict[str, object] = {}
     for block in blocks:
         exec(compile(block, "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "p1 " in out and "p3 " in out
+    assert "[('q1', '" in out and "('q2', '" in out  # the batch form, in input order
 
 
 @pytest.mark.parametrize("name", ["tier", "rerank"])
