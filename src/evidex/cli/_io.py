@@ -1,11 +1,10 @@
-"""What every job command shares: reading inputs, the common options, and stderr plumbing.
+"""What every job command shares: reading inputs, the shared flags, and stderr plumbing.
 
 Readers turn files into typed values and fail with an :class:`~evidex.errors.InputError` that
 names the file, the line and what is wrong, so a user can fix the input without a traceback.
-Options are ``Annotated`` aliases: a command declares ``judge: JudgeOpt = None`` and gets the
-same flag, help text and checks as every other command. The API key is deliberately *not* an
-option: command lines end up in shell history and process lists, so keys come from the
-environment only, and anything written to stderr passes through :func:`redact`.
+The options themselves are declared in :mod:`evidex.cli._options`; :func:`run_flags` adds the
+ones every job command has and hands them to the command as one :class:`RunFlags`. Anything
+written to stderr passes through :func:`redact`.
 """
 
 from __future__ import annotations
@@ -20,133 +19,50 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
-import typer
 from pydantic import ValidationError
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from evidex.cli._app import err_console, redact
+from evidex.cli._options import (
+    BaseUrlOpt,
+    DbOpt,
+    JudgeOpt,
+    JudgeOptionOpt,
+    OutputOpt,
+    VerboseOpt,
+    unset_option,
+)
 from evidex.config import load_settings
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.jobs import resolve_judge, run_sync
 from evidex.judging import Judge
 from evidex.store import SqlStore, open_store
-from evidex.types import Passage, RiskLevel
+from evidex.types import Passage
 
 __all__ = [
-    "BaseUrlOpt",
-    "DbOpt",
-    "JudgeOpt",
-    "OutputOpt",
-    "RiskOpt",
     "RunFlags",
-    "VerboseOpt",
+    "TextOrFile",
     "echo_hooks",
-    "examples_option",
     "explain_passage_error",
     "job_judge",
     "json_line",
     "jsonl_objects",
     "make_judge",
     "open_db",
-    "passages_option",
     "progress",
     "read_lines",
     "read_passages",
     "redact",
     "run_flags",
-    "unset_option",
     "verbose_logging",
 ]
 
 logger = logging.getLogger("evidex.cli")
 
-# ---------------------------------------------------------------------------- options
-
-
-def unset_option(*decls: str, metavar: str, help: str, **extra: Any) -> Any:
-    """An option that may be left out (its default, None, is not shown in ``--help``)."""
-    return typer.Option(*decls, metavar=metavar, show_default=False, help=help, **extra)
-
-
-def passages_option(help: str) -> Any:
-    """The ``--passages`` / ``-p`` option of a job command, with the job's own help text."""
-    return unset_option("--passages", "-p", metavar="FILE.jsonl", help=help)
-
-
-def examples_option(help: str) -> Any:
-    """The ``--examples`` option (few-shot examples from a file), with the job's own help text."""
-    return unset_option("--examples", metavar="FILE", help=help)
-
-
-JudgeOpt = Annotated[
-    str | None,
-    unset_option(
-        "--judge",
-        "-j",
-        metavar="SPEC",
-        help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
-        "Default: the job's configured judge (EVIDEX_JUDGE_<JOB>, [judges] in the config "
-        "file), else local:minilm for tier and rerank, local:qwen for classify and audit.",
-    ),
-]
-JudgeOptionOpt = Annotated[
-    list[str] | None,
-    unset_option(
-        "--judge-option",
-        metavar="KEY=VALUE",
-        help="An option of the judge, e.g. compute=float32 or "
-        "thresholds_path=reports/calibration-tier/thresholds.json for local:minilm, "
-        "n_threads=1 for local:qwen. Repeatable; a misspelled option is an error.",
-    ),
-]
-BaseUrlOpt = Annotated[
-    str | None,
-    unset_option(
-        "--base-url",
-        metavar="URL",
-        help="Endpoint of the OpenAI-compatible server, for openai: judges only. Default: "
-        "EVIDEX_OPENAI_BASE_URL, else OPENAI_BASE_URL. The API key is read from OPENAI_API_KEY "
-        "only, never from the command line.",
-    ),
-]
-DbOpt = Annotated[
-    str | None,
-    unset_option(
-        "--db",
-        metavar="URL",
-        help="Store for the audit log, cache and review queue: sqlite:///FILE or a PostgreSQL "
-        "URL. Default: EVIDEX_DB, else evidex.db in the user data dir.",
-    ),
-]
-RiskOpt = Annotated[
-    RiskLevel,
-    typer.Option(
-        "--risk",
-        case_sensitive=False,
-        help="How costly a wrong judgment is: high routes more results to human review.",
-    ),
-]
-OutputOpt = Annotated[
-    Path | None,
-    unset_option(
-        "--output",
-        "-o",
-        metavar="FILE",
-        dir_okay=False,
-        help="Write the JSON result to FILE instead of stdout.",
-    ),
-]
-VerboseOpt = Annotated[
-    bool,
-    typer.Option(
-        "--verbose",
-        "-v",
-        help="Log the settings and every judge exchange to stderr (secrets are masked).",
-    ),
-]
+# ---------------------------------------------------------------------------- shared flags
 
 
 @dataclass(frozen=True)
@@ -313,6 +229,44 @@ def explain_passage_error(exc: ValidationError) -> str:
         else:
             problems.append(f"{field}: {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(problems)
+
+
+@dataclass(frozen=True)
+class TextOrFile:
+    """A text given on the command line (``--NAME TEXT``) or read from a file
+    (``--NAME-file FILE``): the two options, and :meth:`read`, which takes exactly one.
+
+    ``what`` names the text in errors ("the answer"); the file is read like every other input
+    (UTF-8, a byte-order mark and CR line ends dropped).
+    """
+
+    flag: str
+    short: str
+    help: str
+    file_help: str
+    what: str
+
+    @property
+    def text_option(self) -> Any:
+        return unset_option(self.flag, self.short, metavar="TEXT", help=self.help)
+
+    @property
+    def file_option(self) -> Any:
+        return unset_option(f"{self.flag}-file", metavar="FILE", help=self.file_help)
+
+    def read(self, text: str | None, file: Path | None, otherwise: str = "") -> str:
+        """The text from exactly one of the two options, not blank; ``otherwise`` is another
+        way to give it, added to the error that says so (" (or --batch)")."""
+        if (text is None) == (file is None):
+            raise ConfigError(
+                f"give {self.what} with exactly one of {self.flag} or {self.flag}-file{otherwise}"
+            )
+        if file is not None:
+            _, lines = read_lines(file)
+            text = "\n".join(lines)
+        if not (text or "").strip():
+            raise InputError(f"{self.what} is empty", where=str(file or self.flag))
+        return text or ""
 
 
 # ---------------------------------------------------------------------------- judge and store

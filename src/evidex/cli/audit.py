@@ -15,16 +15,15 @@ from pydantic import ValidationError
 
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
-    RiskOpt,
     RunFlags,
+    TextOrFile,
     explain_passage_error,
     json_line,
-    passages_option,
     progress,
     read_lines,
     run_flags,
-    unset_option,
 )
+from evidex.cli._options import RiskOpt, batch_option, passages_option, unset_option
 from evidex.errors import ConfigError, InputError
 from evidex.jobs import AuditPolicy
 from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
@@ -41,6 +40,15 @@ class ModeOpt(str, Enum):
 class OnContradiction(str, Enum):
     BLOCK = "block"
     REVIEW = "review"
+
+
+ANSWER = TextOrFile(
+    "--answer",
+    "-a",
+    help="The generated answer.",
+    file_help="Read the answer from FILE.",
+    what="the answer",
+)
 
 
 def read_context(path: str | Path) -> list[Passage]:
@@ -113,14 +121,8 @@ def read_answers(path: str | Path) -> list[AnswerInput]:
 @run_flags()
 def audit_command(
     flags: RunFlags,
-    answer: Annotated[
-        str | None,
-        unset_option("--answer", "-a", metavar="TEXT", help="The generated answer."),
-    ] = None,
-    answer_file: Annotated[
-        Path | None,
-        unset_option("--answer-file", metavar="FILE", help="Read the answer from FILE."),
-    ] = None,
+    answer: Annotated[str | None, ANSWER.text_option] = None,
+    answer_file: Annotated[Path | None, ANSWER.file_option] = None,
     passages: Annotated[
         str | None,
         passages_option(
@@ -131,11 +133,9 @@ def audit_command(
     ] = None,
     batch: Annotated[
         Path | None,
-        unset_option(
-            "--batch",
-            metavar="FILE.jsonl",
-            help="Audit many answers: one JSON object a line with answer, and optionally "
-            "answer_id, question, passages, claims. Writes one JSON result a line.",
+        batch_option(
+            "Audit many answers: one JSON object a line with answer, and optionally "
+            "answer_id, question, passages, claims. Writes one JSON result a line."
         ),
     ] = None,
     question: Annotated[
@@ -206,13 +206,12 @@ def _inputs(
     question: str | None,
     answer_id: str | None,
 ) -> list[AnswerInput]:
-    given = [
-        name for name, value in (("--answer", answer), ("--answer-file", answer_file)) if value
-    ]
     if batch is not None:
-        extra = given + [
+        extra = [
             name
             for name, value in (
+                ("--answer", answer),
+                ("--answer-file", answer_file),
                 ("--passages", passages),
                 ("--question", question),
                 ("--answer-id", answer_id),
@@ -225,20 +224,12 @@ def _inputs(
                 f"drop {', '.join(extra)}"
             )
         return read_answers(batch)
-    if len(given) != 1:
-        raise ConfigError(
-            "give the answer with exactly one of --answer or --answer-file (or --batch)"
-        )
-    if answer_file is not None:
-        _, lines = read_lines(answer_file)
-        answer = "\n".join(lines)
-    if not (answer or "").strip():
-        raise InputError("the answer is empty", where=str(answer_file or "--answer"))
+    text = ANSWER.read(answer, answer_file, otherwise=" (or --batch)")
     if passages is None:
         raise ConfigError("--passages is required: the passages the answer was generated from")
     return [
         AnswerInput(
-            answer=answer or "",
+            answer=text,
             passages=list(read_context(passages)),
             question=question,
             answer_id=answer_id,

@@ -17,16 +17,20 @@ from rich.markup import escape
 
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import (
-    RiskOpt,
     RunFlags,
-    examples_option,
+    TextOrFile,
     explain_passage_error,
     json_line,
     jsonl_objects,
-    passages_option,
     progress,
     read_passages,
     run_flags,
+)
+from evidex.cli._options import (
+    RiskOpt,
+    batch_option,
+    examples_option,
+    passages_option,
     unset_option,
 )
 from evidex.errors import InputError, UsageError
@@ -71,19 +75,13 @@ def read_batch(path: str | Path) -> list[ClassifyInput]:
     return items
 
 
-def _input_text(text: str | None, file: Path | None) -> str:
-    if (text is None) == (file is None):
-        raise UsageError("give the text to classify with exactly one of --input or --input-file")
-    where = "--input"
-    if file is not None:
-        where = str(file)
-        try:
-            text = file.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise InputError(f"cannot read: {exc.strerror or exc}", where=where) from exc
-    if not text or not text.strip():
-        raise InputError("the text to classify is empty", where=where)
-    return text
+INPUT = TextOrFile(
+    "--input",
+    "-i",
+    help="Text to classify.",
+    file_help="Read the text from FILE.",
+    what="the text to classify",
+)
 
 
 def _warn(results: list[ClassifyResult]) -> None:
@@ -114,14 +112,8 @@ def classify_command(
         ),
     ],
     flags: RunFlags,
-    input: Annotated[
-        str | None,
-        unset_option("--input", "-i", metavar="TEXT", help="Text to classify."),
-    ] = None,
-    input_file: Annotated[
-        Path | None,
-        unset_option("--input-file", metavar="FILE", help="Read the text from FILE."),
-    ] = None,
+    input: Annotated[str | None, INPUT.text_option] = None,
+    input_file: Annotated[Path | None, INPUT.file_option] = None,
     passages: Annotated[
         str | None,
         passages_option(
@@ -132,11 +124,9 @@ def classify_command(
     ] = None,
     batch: Annotated[
         Path | None,
-        unset_option(
-            "--batch",
-            metavar="FILE.jsonl",
-            help='Classify many inputs: one {"id", "input", "passages": [...]} a line; writes '
-            "one JSON result a line.",
+        batch_option(
+            'Classify many inputs: one {"id", "input", "passages": [...]} a line; writes '
+            "one JSON result a line."
         ),
     ] = None,
     multi_label: Annotated[
@@ -193,7 +183,7 @@ def classify_command(
     if batch is not None:
         items = read_batch(batch)
     else:
-        text = _input_text(input, input_file)
+        text = INPUT.read(input, input_file)
         items = [ClassifyInput(id="1", input=text, passages=read_passages(passages or "-"))]
     options: dict[str, Any] = {
         "constraints": constraint or (),

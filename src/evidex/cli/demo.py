@@ -38,7 +38,8 @@ from evidex.cli._demo_types import (
     load_demo,
 )
 from evidex.cli._demo_view import StepProgress, show_run
-from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags, unset_option
+from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags
+from evidex.cli._options import unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort

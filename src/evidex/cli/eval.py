@@ -19,15 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import (
-    DbOpt,
-    RunFlags,
-    judge_options,
-    open_db,
-    progress,
-    run_flags,
-    unset_option,
-)
+from evidex.cli._io import RunFlags, judge_options, open_db, progress, run_flags
+from evidex.cli._options import DbOpt, job_option, tiers_option, unset_option
 from evidex.errors import ConfigError
 from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import CALIBRATION_FILE
@@ -69,11 +62,7 @@ OutOpt = Annotated[
 ]
 TiersOpt = Annotated[
     Path | None,
-    unset_option(
-        "--tiers",
-        metavar="FILE",
-        help="Tier definitions (YAML/JSON) when the golden set uses your own tiers.",
-    ),
+    tiers_option("Tier definitions (YAML/JSON) when the golden set uses your own tiers."),
 ]
 
 
@@ -306,7 +295,7 @@ def gate_command(
 
 
 def export_command(
-    job: Annotated[str, typer.Option("--job", metavar="JOB", help="Which job's items (tier).")],
+    job: Annotated[str, job_option("Which job's items (tier).")],
     output: Annotated[
         Path, typer.Option("--output", "-o", metavar="FILE", help="Golden JSONL to write.")
     ],

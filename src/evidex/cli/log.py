@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import DbOpt, json_line, open_db, unset_option
+from evidex.cli._io import json_line, open_db
+from evidex.cli._options import DbOpt, job_option, json_option, unset_option
 
 __all__ = ["audit_table", "log_command"]
 
@@ -36,12 +37,9 @@ def log_command(
         str | None,
         unset_option("--run", metavar="RUN_ID", help="Only this run."),
     ] = None,
-    job: Annotated[
-        str | None,
-        unset_option("--job", metavar="JOB", help="Only this job (tier, rerank ...)."),
-    ] = None,
+    job: Annotated[str | None, job_option("Only this job (tier, rerank ...).")] = None,
     as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON object a line, every column, raw output too.")
+        bool, json_option("One JSON object a line, every column, raw output too.")
     ] = False,
     db: DbOpt = None,
 ) -> None:

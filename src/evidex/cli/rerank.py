@@ -17,14 +17,8 @@ from typing import Annotated
 import typer
 
 from evidex.cli._app import app, err_console, write_json, write_lines
-from evidex.cli._io import (
-    RunFlags,
-    passages_option,
-    progress,
-    read_passages,
-    run_flags,
-    unset_option,
-)
+from evidex.cli._io import RunFlags, progress, read_passages, run_flags
+from evidex.cli._options import passages_option, query_option, unset_option
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.rerank import (
     DEFAULT_STEP,
@@ -120,10 +114,7 @@ def rerank_command(
         ),
     ],
     flags: RunFlags,
-    query: Annotated[
-        str | None,
-        unset_option("--query", "-q", metavar="TEXT", help="The query."),
-    ] = None,
+    query: Annotated[str | None, query_option("The query.")] = None,
     strategy: Annotated[
         Strategy | None,
         typer.Option(

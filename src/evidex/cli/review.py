@@ -14,7 +14,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console
-from evidex.cli._io import DbOpt, json_line, open_db, unset_option
+from evidex.cli._io import json_line, open_db
+from evidex.cli._options import DbOpt, job_option, json_option, unset_option
 
 __all__ = ["review_app"]
 
@@ -27,7 +28,7 @@ app.add_typer(review_app, name="review")
 ItemId = Annotated[
     int, typer.Argument(metavar="ID", help="The review item id.", show_default=False)
 ]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JsonOpt = Annotated[bool, json_option("Print JSON instead of a table.")]
 
 
 class Status(str, Enum):
@@ -41,10 +42,7 @@ def list_command(
     status: Annotated[
         Status, typer.Option("--status", case_sensitive=False, help="Which items to list.")
     ] = Status.PENDING,
-    job: Annotated[
-        str | None,
-        unset_option("--job", metavar="JOB", help="Only this job."),
-    ] = None,
+    job: Annotated[str | None, job_option("Only this job.")] = None,
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:

@@ -12,16 +12,20 @@ import typer
 
 from evidex.cli._app import app, err_console, write_json
 from evidex.cli._io import (
-    RiskOpt,
     RunFlags,
     echo_hooks,
-    examples_option,
     job_judge,
     open_db,
-    passages_option,
     progress,
     read_passages,
     run_flags,
+)
+from evidex.cli._options import (
+    RiskOpt,
+    examples_option,
+    passages_option,
+    query_option,
+    tiers_option,
     unset_option,
 )
 from evidex.errors import ConfigError, InputError
@@ -98,9 +102,7 @@ def report_fallbacks(result: TierResult) -> None:
 @app.command("tier")
 @run_flags()
 def tier_command(
-    query: Annotated[
-        str, typer.Option("--query", "-q", metavar="TEXT", help="The user's question.")
-    ],
+    query: Annotated[str, query_option("The user's question.")],
     passages: Annotated[
         str,
         passages_option(
@@ -116,11 +118,9 @@ def tier_command(
     ] = DEFAULT_BATCH,
     tiers: Annotated[
         Path | None,
-        unset_option(
-            "--tiers",
-            metavar="FILE",
-            help="Your tier definitions (YAML or JSON), most relevant first. Default: "
-            "directly-supporting, contextually-relevant, tangentially-related, irrelevant.",
+        tiers_option(
+            "Your tier definitions (YAML or JSON), most relevant first. Default: "
+            "directly-supporting, contextually-relevant, tangentially-related, irrelevant."
         ),
     ] = None,
     examples: Annotated[

@@ -1,0 +1,144 @@
+"""The options that several commands share, declared once.
+
+A command declares ``judge: JudgeOpt = None`` and gets the same flag, help text and checks as
+every other command. Where commands share a flag and its meaning but say in their own words
+what it is for them (``--passages``, ``--batch``, ``--job`` ...), a factory fixes the flag and
+its metavar and takes the help text. The API key is deliberately *not* an option: command lines
+end up in shell history and process lists, so keys come from the environment only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from evidex.types import RiskLevel
+
+__all__ = [
+    "BaseUrlOpt",
+    "DbOpt",
+    "JudgeOpt",
+    "JudgeOptionOpt",
+    "OutputOpt",
+    "RiskOpt",
+    "VerboseOpt",
+    "batch_option",
+    "examples_option",
+    "job_option",
+    "json_option",
+    "passages_option",
+    "query_option",
+    "tiers_option",
+    "unset_option",
+]
+
+
+def unset_option(*decls: str, metavar: str, help: str, **extra: Any) -> Any:
+    """An option that may be left out (its default, None, is not shown in ``--help``)."""
+    return typer.Option(*decls, metavar=metavar, show_default=False, help=help, **extra)
+
+
+def passages_option(help: str) -> Any:
+    """The ``--passages`` / ``-p`` option of a job command, with the job's own help text."""
+    return unset_option("--passages", "-p", metavar="FILE.jsonl", help=help)
+
+
+def examples_option(help: str) -> Any:
+    """The ``--examples`` option (few-shot examples from a file), with the job's own help text."""
+    return unset_option("--examples", metavar="FILE", help=help)
+
+
+def batch_option(help: str) -> Any:
+    """The ``--batch`` option (a JSONL file of inputs, one result a line out), with the job's
+    own help text."""
+    return unset_option("--batch", metavar="FILE.jsonl", help=help)
+
+
+def query_option(help: str) -> Any:
+    """The ``--query`` / ``-q`` option (the query text), with the command's own help text."""
+    return unset_option("--query", "-q", metavar="TEXT", help=help)
+
+
+def tiers_option(help: str) -> Any:
+    """The ``--tiers`` option (a file of tier definitions), with the command's own help text."""
+    return unset_option("--tiers", metavar="FILE", help=help)
+
+
+def job_option(help: str) -> Any:
+    """The ``--job`` option (which job's rows or items), with the command's own help text."""
+    return unset_option("--job", metavar="JOB", help=help)
+
+
+def json_option(help: str) -> Any:
+    """The ``--json`` flag (JSON on stdout instead of a table), with the command's own help."""
+    return typer.Option("--json", help=help)
+
+
+JudgeOpt = Annotated[
+    str | None,
+    unset_option(
+        "--judge",
+        "-j",
+        metavar="SPEC",
+        help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
+        "Default: the job's configured judge (EVIDEX_JUDGE_<JOB>, [judges] in the config "
+        "file), else local:minilm for tier and rerank, local:qwen for classify and audit.",
+    ),
+]
+JudgeOptionOpt = Annotated[
+    list[str] | None,
+    unset_option(
+        "--judge-option",
+        metavar="KEY=VALUE",
+        help="An option of the judge, e.g. compute=float32 or "
+        "thresholds_path=reports/calibration-tier/thresholds.json for local:minilm, "
+        "n_threads=1 for local:qwen. Repeatable; a misspelled option is an error.",
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None,
+    unset_option(
+        "--base-url",
+        metavar="URL",
+        help="Endpoint of the OpenAI-compatible server, for openai: judges only. Default: "
+        "EVIDEX_OPENAI_BASE_URL, else OPENAI_BASE_URL. The API key is read from OPENAI_API_KEY "
+        "only, never from the command line.",
+    ),
+]
+DbOpt = Annotated[
+    str | None,
+    unset_option(
+        "--db",
+        metavar="URL",
+        help="Store for the audit log, cache and review queue: sqlite:///FILE or a PostgreSQL "
+        "URL. Default: EVIDEX_DB, else evidex.db in the user data dir.",
+    ),
+]
+RiskOpt = Annotated[
+    RiskLevel,
+    typer.Option(
+        "--risk",
+        case_sensitive=False,
+        help="How costly a wrong judgment is: high routes more results to human review.",
+    ),
+]
+OutputOpt = Annotated[
+    Path | None,
+    unset_option(
+        "--output",
+        "-o",
+        metavar="FILE",
+        dir_okay=False,
+        help="Write the JSON result to FILE instead of stdout.",
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose",
+        "-v",
+        help="Log the settings and every judge exchange to stderr (secrets are masked).",
+    ),
+]
