@@ -10,14 +10,17 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from evidex._text import sha256_hex
 from evidex.errors import ConfigError, InputError
 from evidex.jobs import run_sync
 
 __all__ = [
+    "KeyedById",
     "align_rows",
     "blocking",
     "id_keys",
     "interval_dict",
+    "joint_version",
     "jsonable",
     "prf_dict",
     "provenance",
@@ -126,6 +129,23 @@ def prf_dict(value: Any, *, support: bool = True) -> dict[str, float | int]:
 def id_keys(item: Any) -> list[str]:
     """The join key of a golden record (its ``id``) or of a prediction row (its ``"id"``)."""
     return [str(item.get("id") if isinstance(item, Mapping) else item.id)]
+
+
+class KeyedById:
+    """``group`` and ``key`` of an evaluator whose golden records are keyed by their ``id``:
+    each record is a unit of work of its own, and a prediction row joins it by its ``"id"``."""
+
+    def group(self, record: Any) -> str:
+        return str(record.id)
+
+    def key(self, item: Any) -> str:
+        return id_keys(item)[0]
+
+
+def joint_version(*templates: Any) -> str:
+    """One prompt version for an evaluator whose job uses several prompt templates: a short
+    hash of their versions, so that an edit to any of them shows."""
+    return sha256_hex("|".join(t.version for t in templates))[:16]
 
 
 def source_counts(rows: Sequence[Mapping[str, Any]], what: str) -> tuple[dict[str, int], list[str]]:

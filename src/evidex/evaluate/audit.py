@@ -43,9 +43,11 @@ import numpy as np
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._util import (
+    KeyedById,
     align_rows,
     id_keys,
     interval_dict,
+    joint_version,
     prf_dict,
     provenance,
     source_counts,
@@ -136,7 +138,7 @@ def _span(claim: Mapping[str, Any]) -> tuple[int, int] | None:
     return (start, end) if isinstance(start, int) and isinstance(end, int) else None
 
 
-class AuditEvaluator:
+class AuditEvaluator(KeyedById):
     """Evaluator for the audit job (see :mod:`evidex.evaluate.registry`)."""
 
     job = "audit"
@@ -145,19 +147,10 @@ class AuditEvaluator:
     def prompt_version(self) -> str:
         """The classification prompt's version (the pass every audited claim goes through),
         joined with the one-pass and extraction prompts' so an edit to any shows."""
-        from evidex._text import sha256_hex
-
-        templates = (CLASSIFY_TEMPLATE, ONE_PASS_TEMPLATE, EXTRACT_TEMPLATE)
-        return sha256_hex("|".join(t.version for t in templates))[:16]
+        return joint_version(CLASSIFY_TEMPLATE, ONE_PASS_TEMPLATE, EXTRACT_TEMPLATE)
 
     def load(self, path: Path, options: EvalOptions) -> list[AuditGolden]:
         return load_golden(path, "audit", labels=AUDIT_CLASSES)
-
-    def group(self, record: AuditGolden) -> str:
-        return record.id
-
-    def key(self, item: Any) -> str:
-        return item.id if isinstance(item, AuditGolden) else str(item.get("id"))
 
     async def predict(
         self,

@@ -36,6 +36,7 @@ from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._util import (
+    KeyedById,
     align_rows,
     id_keys,
     interval_dict,
@@ -139,7 +140,7 @@ def _label_list(row: Mapping[str, Any]) -> list[str]:
     return labels
 
 
-class ClassifyEvaluator:
+class ClassifyEvaluator(KeyedById):
     """Evaluator for the classify job (see :mod:`evidex.evaluate.registry`)."""
 
     job = "classify"
@@ -152,12 +153,6 @@ class ClassifyEvaluator:
         given = options.extra.get("taxonomy")
         names = Taxonomy.parse(given).names if given is not None else None
         return load_golden(path, "classify", labels=names)
-
-    def group(self, record: ClassifyGolden) -> str:
-        return record.id
-
-    def key(self, item: Any) -> str:
-        return item.id if isinstance(item, ClassifyGolden) else str(item.get("id"))
 
     async def predict(
         self,

@@ -29,10 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from evidex._text import sha256_hex
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, interval_dict, provenance, source_counts
+from evidex.evaluate._util import (
+    align_rows,
+    interval_dict,
+    joint_version,
+    provenance,
+    source_counts,
+)
 from evidex.evaluate.golden import RerankGolden, load_golden
 from evidex.evaluate.plots import excerpt, fmt_counts, fmt_interval, fmt_value
 from evidex.evaluate.registry import EvalOptions
@@ -97,8 +102,7 @@ class RerankEvaluator:
     def prompt_version(self) -> str:
         """One version for every rerank prompt (allpairs/listwise, pairwise, pointwise): the
         strategy is part of the run's options, and an edit to any prompt shows here."""
-        templates = (RERANK_TEMPLATE, PAIR_TEMPLATE, SCORE_TEMPLATE)
-        return sha256_hex("|".join(t.version for t in templates))[:16]
+        return joint_version(RERANK_TEMPLATE, PAIR_TEMPLATE, SCORE_TEMPLATE)
 
     def load(self, path: Path, options: EvalOptions) -> list[RerankGolden]:
         return load_golden(path, "rerank")

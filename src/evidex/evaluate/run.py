@@ -160,18 +160,17 @@ async def aevaluate(
     rows = [row for name in groups for row in done[name]]
     _write_rows(out / "predictions.jsonl", rows)
     report = evaluator.score(records, rows, options)
-    report["run"] = {
-        "job": job,
-        "golden": str(golden),
-        "items": len(records),
-        "groups": len(groups),
-        "sample": sample,
-        "seed": options.seed,
-        "judge_id": the_judge.judge_id,
-        "model_version": the_judge.model_version,
-        "prompt_version": prompt_version,
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    report["run"] = _run_info(
+        job,
+        golden,
+        items=len(records),
+        groups=len(groups),
+        sample=sample,
+        seed=options.seed,
+        judge_id=the_judge.judge_id,
+        model_version=the_judge.model_version,
+        prompt_version=prompt_version,
+    )
     warnings = list(report.get("warnings", []))
     if calibration is not None:
         warnings += check_calibration(
@@ -218,18 +217,19 @@ def score_predictions(
     if not rows:
         raise InputError("the predictions file is empty", where=str(predictions))
     report = evaluator.score(records, rows, options)
-    report["run"] = {
-        "job": job,
-        "golden": str(golden),
-        "predictions": str(predictions),
-        "items": len(records),
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    report["run"] = _run_info(job, golden, predictions=str(predictions), items=len(records))
     report.setdefault("warnings", [])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_report(evaluator, report, out)
     return report
+
+
+def _run_info(job: str, golden: str | Path, **facts: Any) -> dict[str, Any]:
+    """The ``run`` part of a report: the job, the golden set, ``facts`` (in their order) and
+    when the run finished."""
+    finished = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return {"job": job, "golden": str(golden), **facts, "finished": finished}
 
 
 def write_report(evaluator: Evaluator, report: dict[str, Any], out: Path) -> None:
