@@ -131,6 +131,22 @@ def test_input_file(
     assert judge.requests[0].payload.input == "Where is my refund?\n"
 
 
+def test_input_file_is_read_like_the_answer_file(
+    capsys: pytest.CaptureFixture[str], scripted: Any, files: dict[str, Path]
+) -> None:
+    """The text-or-file pair reads its file as every input: BOM and CR line ends dropped, and
+    a file that is not UTF-8 is an input error naming it (exit 2), not an internal error."""
+    built = scripted(reply())
+    text = files["dir"] / "ticket.txt"
+    text.write_bytes("\ufeffWhere is my refund?\r\nSix weeks.\r\n".encode())
+    argv = [*single(files)[3:], "--input-file", str(text)]
+    assert run(capsys, "classify", *argv)[0] == 0
+    assert built[0].requests[0].payload.input == "Where is my refund?\nSix weeks.\n"
+    text.write_bytes(b"caf\xe9\n")
+    code, _, err = run(capsys, "classify", *argv)
+    assert code == 2 and "ticket.txt: not UTF-8 text" in " ".join(err.split())
+
+
 def test_a_fallback_exits_zero_and_warns(
     capsys: pytest.CaptureFixture[str], scripted: Any, files: dict[str, Path]
 ) -> None:
