@@ -113,12 +113,14 @@ def _fit(
         return passage
     text = truncate_to_tokens(passage.text, limit, count_tokens)
     events.append(
-        Event(
-            kind="truncated",
-            detail=f"passage {passage.passage_id} has {tokens} tokens, over the per-passage "
-            f"budget of {limit}; the judge sees its first {len(text)} characters",
-            passage_ids=[passage.passage_id],
-            data={"tokens": tokens, "limit": limit, "kept_chars": len(text)},
+        Event.about(
+            passage.passage_id,
+            "truncated",
+            f"passage {passage.passage_id} has {tokens} tokens, over the per-passage budget of "
+            f"{limit}; the judge sees its first {len(text)} characters",
+            tokens=tokens,
+            limit=limit,
+            kept_chars=len(text),
         )
     )
     return passage.model_copy(update={"text": text})

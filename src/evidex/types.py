@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from evidex.errors import ConfigError
 
@@ -61,18 +69,11 @@ class Passage(BaseModel):
             return str(value)
         return value
 
-    @field_validator("passage_id")
+    @field_validator("passage_id", "text")
     @classmethod
-    def _id_not_blank(cls, value: str) -> str:
+    def _not_blank(cls, value: str, info: ValidationInfo) -> str:
         if not value.strip():
-            raise ValueError("passage_id must not be empty")
-        return value
-
-    @field_validator("text")
-    @classmethod
-    def _text_not_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("text must not be empty")
+            raise ValueError(f"{info.field_name} must not be empty")
         return value
 
 
@@ -103,6 +104,11 @@ class Event(BaseModel):
     detail: str
     passage_ids: list[str] = Field(default_factory=list)
     data: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def about(cls, passage_id: str, kind: str, detail: str, **data: Any) -> Event:
+        """An event about one passage."""
+        return cls(kind=kind, detail=detail, passage_ids=[passage_id], data=data)
 
 
 class TierDefinition(BaseModel):

@@ -380,11 +380,11 @@ def _warnings(
             a.tier not in upper and _POSITIVE.search(a.justification)
         ):
             warnings.append(
-                Event(
-                    kind="justification_conflict",
-                    detail=f"heuristic: the justification of {a.passage_id} reads as contradicting "
+                Event.about(
+                    a.passage_id,
+                    "justification_conflict",
+                    f"heuristic: the justification of {a.passage_id} reads as contradicting "
                     f"its tier {a.tier}: {a.justification[:200]!r}",
-                    passage_ids=[a.passage_id],
                 )
             )
     if isinstance(reported, dict):

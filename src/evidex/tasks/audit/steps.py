@@ -51,6 +51,11 @@ from evidex.types import Passage, RiskLevel
 __all__ = ["AuditStep", "ClassifyStep", "ExtractStep", "claim_schema"]
 
 
+def segment_material(batch: SegmentBatch) -> dict[str, Any]:
+    """What identifies an answer segment: its text, where it starts, and the question."""
+    return {"answer": batch.answer, "question": batch.question, "offset": batch.offset}
+
+
 class _GradingMixin(StepBase[Any, ClaimsValue]):
     """What the one-pass and classify steps share: the context block, the reply schema of a
     graded claim, and the checks of one graded claim against the passages. Two attempts: the
@@ -155,13 +160,10 @@ class AuditStep(_GradingMixin, name="audit", template=ONE_PASS_TEMPLATE):
         return ClaimsValue(claims=[], skipped=skipped_sentences(batch, []))
 
     def cache_material(self, batch: SegmentBatch) -> Any:
-        return {
-            "answer": batch.answer,
+        return segment_material(batch) | {
             "answer_id": batch.answer_id,
-            "question": batch.question,
             "passages": [[p.passage_id, p.text, p.title, p.url] for p in batch.passages],
             "risk": batch.risk.value,
-            "offset": batch.offset,
         }
 
     def describe(self, batch: SegmentBatch) -> BatchInfo:
@@ -223,11 +225,7 @@ class ExtractStep(
         return ExtractedValue(claims=[], skipped=skipped_sentences(batch, []))
 
     def cache_material(self, batch: SegmentBatch) -> Any:
-        return {
-            "answer": batch.answer,
-            "question": batch.question,
-            "offset": batch.offset,
-        }
+        return segment_material(batch)
 
     def describe(self, batch: SegmentBatch) -> BatchInfo:
         return BatchInfo(

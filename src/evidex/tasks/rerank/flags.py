@@ -48,9 +48,9 @@ def flag_event(passage_id: str, justification: str, passage_text: str) -> Event 
         if flag == "empty"
         else f"shares no content word with the passage: {justification[:160]!r}"
     )
-    return Event(
-        kind="justification_flag",
-        detail=f"heuristic: the justification of {passage_id} {what}",
-        passage_ids=[passage_id],
-        data={"flag": flag},
+    return Event.about(
+        passage_id,
+        "justification_flag",
+        f"heuristic: the justification of {passage_id} {what}",
+        flag=flag,
     )
