@@ -468,3 +468,33 @@ def test_judge_own_concurrency_limit_wins(store: SqlStore) -> None:
         settings=HarnessSettings(max_concurrency=4, backoff_s=0),
     )
     assert peak == 1
+
+
+def test_backoff_is_jittered_but_a_servers_retry_after_is_kept(store: SqlStore) -> None:
+    harness = Harness(ScriptedJudge(), store, settings=HarnessSettings(backoff_s=1.0))
+    plain = JudgeUnavailable("down")
+    waits = [harness._wait_before_retry(2, plain) for _ in range(200)]
+    assert all(1.0 <= w <= 2.0 for w in waits) and len({round(w, 6) for w in waits}) > 100
+    told = JudgeUnavailable("busy", retry_after_s=7.0)
+    assert harness._wait_before_retry(1, told) == 7.0
+
+
+def test_the_answering_endpoint_and_the_judges_notes_reach_the_audit_log(store: SqlStore) -> None:
+    from evidex.judging import JudgeReply
+
+    class Pooled(ScriptedJudge):
+        async def complete(self, request: JudgeRequest) -> JudgeReply:
+            reply = await super().complete(request)
+            return JudgeReply(
+                text=reply.text,
+                endpoint="http://127.0.0.1:9001/v1",
+                notes=("http://127.0.0.1:9001/v1 refuses json_schema; sending json_object",),
+            )
+
+    passages = [Passage(passage_id=f"p{i}", text=f"Fact number {i} is here.") for i in range(5)]
+    result = evidex.tier("a query", passages, judge=Pooled([tier_reply]), store=store)
+    rows = store.audit_rows(run_id=result.run_id)
+    (call,) = [r for r in rows if r["status"] == "ok"]
+    assert call["detail"]["endpoint"] == "http://127.0.0.1:9001/v1"
+    (note,) = [r for r in rows if r["step"] == "judge.note"]
+    assert "refuses json_schema" in note["detail"]["detail"]

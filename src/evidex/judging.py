@@ -164,6 +164,12 @@ class JudgeReply:
     text: str
     usage: Usage = field(default_factory=Usage)
     model_version: str = ""
+    endpoint: str = ""
+    """Which server answered, for a judge over several (no credentials in it); in the audit
+    row's ``detail``."""
+    notes: tuple[str, ...] = ()
+    """What the judge learned while answering (a server refused a structured-output mode and
+    the call went out in another), each written to the audit log as a note."""
 
 
 class Judge(abc.ABC):

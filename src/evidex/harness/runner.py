@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -233,13 +234,15 @@ class Harness:
                 continue
 
             usage = usage + reply.usage
+            for text in reply.notes:
+                self.note(ctx, "judge.note", text, batch_id=batch_id, endpoint=reply.endpoint)
             row = dict(
                 base,
                 attempt=attempt,
                 temperature=temperature,
                 raw_output=reply.text,
                 latency_ms=timing.latency_ms,
-                detail=timing.detail(),
+                detail=timing.detail(reply.endpoint),
                 prompt_tokens=reply.usage.prompt_tokens,
                 completion_tokens=reply.usage.completion_tokens,
                 model_version=reply.model_version or base["model_version"],
@@ -291,10 +294,11 @@ class Harness:
         }
 
     def _wait_before_retry(self, attempt: int, exc: JudgeUnavailable) -> float:
-        """Exponential backoff, or longer when the server said how long (``Retry-After``)."""
+        """Exponential backoff with jitter (between half and all of it, so runs that failed
+        together do not retry together), or what the server asked for (``Retry-After``)."""
         backoff: float = self.settings.backoff_s * 2.0 ** (attempt - 1)
         if exc.retry_after_s is None:
-            return backoff
+            return backoff * (0.5 + random.random() / 2)
         return max(backoff, min(exc.retry_after_s, self.settings.max_retry_after_s))
 
     async def _send(self, request: JudgeRequest, timing: _Timing) -> JudgeReply:
@@ -421,8 +425,9 @@ class _Timing:
     def latency_ms(self) -> float | None:
         return None if self.call_s is None else self.call_s * 1000
 
-    def detail(self) -> dict[str, Any]:
-        return {"queue_ms": round(self.queue_s * 1000, 3)}
+    def detail(self, endpoint: str = "") -> dict[str, Any]:
+        timing: dict[str, Any] = {"queue_ms": round(self.queue_s * 1000, 3)}
+        return timing | ({"endpoint": endpoint} if endpoint else {})
 
 
 def _salvage(step: Step[B, V], batch: B, raw: str | None, reason: str) -> Salvaged[B, V] | None:
