@@ -1,0 +1,142 @@
+"""``run_bulk`` / ``arun_bulk``: one job over a JSONL file of tasks, resumable, with any engine.
+
+The run: open the input (a usage error if it cannot be read), scan the output for the ids
+already done (repairing a torn last line), start the errors file afresh (every bad line of the
+input is found again on each run), resolve the judge and the store once, check the job's
+options once, then hand the task stream to the engine. An engine is an async function with the
+signature of :func:`~evidex.bulk.local.run_local`; ``local`` is the one built in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from evidex.bulk.checkpoint import AppendLog, scan_output
+from evidex.bulk.local import run_local
+from evidex.bulk.stats import BulkProgress, BulkStats
+from evidex.bulk.stream import TaskFeed, count_lines, open_input
+from evidex.bulk.tasks import JOBS, BulkJob
+from evidex.errors import ConfigError
+from evidex.harness.events import Hooks
+from evidex.harness.ports import StorePort
+from evidex.harness.settings import HarnessSettings
+from evidex.jobs import resolve_judge, resolve_store, run_sync
+from evidex.judging import Judge
+from evidex.taxonomy import Taxonomy
+
+__all__ = ["ENGINES", "Engine", "arun_bulk", "default_errors_path", "run_bulk"]
+
+Engine = Callable[..., Awaitable[None]]
+
+ENGINES: dict[str, Engine] = {"local": run_local}
+"""Engines by name. ``ray`` is planned (Ray Data ``map_batches`` over the same
+:class:`~evidex.bulk.tasks.BulkJob`); until it is registered, asking for it is a usage error."""
+
+
+def default_errors_path(output: Path) -> Path:
+    """``OUT.errors.jsonl`` next to ``OUT.jsonl``."""
+    name = output.name.removesuffix(".jsonl")
+    return output.with_name(f"{name}.errors.jsonl")
+
+
+def engine_of(name: str) -> Engine:
+    if name in ENGINES:
+        return ENGINES[name]
+    if name == "ray":
+        raise ConfigError("the ray engine is not available yet; use --engine local")
+    raise ConfigError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
+
+
+async def arun_bulk(
+    job: str,
+    input: str | Path,
+    output: str | Path,
+    *,
+    errors: str | Path | None = None,
+    concurrency: int | None = None,
+    engine: str = "local",
+    taxonomy: Taxonomy | Any = None,
+    judge: Judge | str | None = None,
+    store: StorePort | str | None = None,
+    settings: HarnessSettings | None = None,
+    hooks: Hooks | None = None,
+    on_progress: BulkProgress | None = None,
+    sync_interval: float = 1.0,
+    **options: Any,
+) -> BulkStats:
+    """Run ``job`` over every task of ``input`` (JSONL, one task a line), appending one result
+    line per task to ``output`` in completion order; return the run's counters.
+
+    Resumable: tasks whose id is in ``output`` already are skipped, so after a crash or
+    ``kill -9`` the same call finishes the run and each task is in the output exactly once.
+    Bad lines go to ``errors`` (default ``OUT.errors.jsonl``) with their line number; the run
+    goes on. ``concurrency``: tasks in flight (default: the configured ``max_concurrency``).
+    ``options``: the job's own options (``risk``, ``batch_size`` ...); classify takes the
+    ``taxonomy``. ``judge``, ``store``, ``settings``, ``hooks``: as for every job.
+    """
+    if job not in JOBS:
+        raise ConfigError(f"unknown job {job!r}; choose one of {', '.join(JOBS)}")
+    run_engine = engine_of(engine)
+    bulk = BulkJob(
+        job,  # type: ignore[arg-type]
+        options,
+        Taxonomy.parse(taxonomy) if taxonomy is not None else None,
+    )
+    in_path, out_path = Path(input), Path(output)
+    err_path = Path(errors) if errors is not None else default_errors_path(out_path)
+    open_input(in_path)
+    if len({in_path.resolve(), out_path.resolve(), err_path.resolve()}) < 3:
+        raise ConfigError("the input, the output and the errors file must be three files")
+    settings = settings or HarnessSettings.from_config()
+    limit = concurrency if concurrency is not None else settings.max_concurrency
+    if limit < 1:
+        raise ConfigError(f"concurrency must be at least 1, got {limit}")
+    async with contextlib.AsyncExitStack() as stack:
+        out_log = AppendLog(out_path, sync_interval=sync_interval, lock=True)
+        stack.callback(out_log.close)
+        scanned = scan_output(out_path)
+        err_path.unlink(missing_ok=True)
+        err_log = AppendLog(err_path, sync_interval=sync_interval, lazy=True)
+        stack.callback(err_log.close)
+        the_judge = resolve_judge(judge, job)
+        if not isinstance(judge, Judge):
+            stack.push_async_callback(the_judge.aclose)
+        the_store = resolve_store(store)
+        if store is None or isinstance(store, str):
+            stack.callback(getattr(the_store, "close", lambda: None))
+        bulk.check(the_judge, the_store)
+        stats = BulkStats(
+            output=out_path,
+            errors_path=err_path,
+            total=max(0, count_lines(in_path) - len(scanned.done)),
+            truncated_bytes=scanned.truncated_bytes,
+        )
+        run: dict[str, Any] = {"judge": the_judge, "store": the_store, "settings": settings}
+        if hooks is not None:
+            run["hooks"] = hooks
+        if on_progress is not None:
+            on_progress(stats)
+        feed = TaskFeed(in_path, scanned.done)
+        try:
+            await run_engine(
+                bulk,
+                feed,
+                out_log,
+                err_log,
+                stats,
+                concurrency=limit,
+                run=run,
+                on_progress=on_progress,
+            )
+        finally:
+            stats.finished = time.monotonic()
+    return stats
+
+
+def run_bulk(job: str, input: str | Path, output: str | Path, **options: Any) -> BulkStats:
+    """The sync form of :func:`arun_bulk` (same keywords)."""
+    return run_sync(arun_bulk(job, input, output, **options))

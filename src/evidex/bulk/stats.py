@@ -1,0 +1,66 @@
+"""What a bulk run counts as it goes, engine-independent: the progress callback's argument and
+the summary at the end."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from evidex.bulk.tasks import Processed
+
+__all__ = ["BulkProgress", "BulkStats"]
+
+
+@dataclass
+class BulkStats:
+    """Counters of one run. ``total``: lines to run in this run (the input's lines less the
+    results already in the output), for the progress bar; an estimate when the input has
+    blank or bad lines."""
+
+    output: Path
+    errors_path: Path
+    total: int = 0
+    done: int = 0
+    skipped: int = 0
+    errors: int = 0
+    fallbacks: int = 0
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    truncated_bytes: int = 0
+    """Bytes of a torn last line cut from the output on start."""
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+
+    @property
+    def processed(self) -> int:
+        """Lines handled in this run: results written and errors reported."""
+        return self.done + self.errors
+
+    @property
+    def elapsed_s(self) -> float:
+        return (self.finished or time.monotonic()) - self.started
+
+    def record(self, item: Processed) -> None:
+        if item.error is not None:
+            self.errors += 1
+            return
+        self.done += 1
+        self.fallbacks += item.fallback
+        self.calls += item.calls
+        self.prompt_tokens += item.prompt_tokens
+        self.completion_tokens += item.completion_tokens
+
+    def summary(self) -> str:
+        """One line: what this run did."""
+        return (
+            f"{self.done} done, {self.skipped} skipped as already done, {self.errors} errors, "
+            f"{self.fallbacks} fallbacks; {self.calls} judge calls, tokens "
+            f"{self.prompt_tokens}+{self.completion_tokens}, {self.elapsed_s:.1f} s"
+        )
+
+
+BulkProgress = Callable[[BulkStats], None]
+"""``on_progress(stats)``: called after every line a run handles (and once at the start)."""

@@ -1,0 +1,412 @@
+"""``evidex bulk tier|rerank|classify|audit``: one job over a JSONL file of tasks, resumable.
+
+A thin layer over :func:`evidex.bulk.run_bulk`: the flags, a progress bar on stderr (rate,
+ETA, judge calls, tokens) and the summary at the end. Exit code 0 when the run completed,
+also when some lines were bad (they are in the errors file, and stderr says so); 2 for bad
+flags or an unreadable input; 1 when the run stopped on an internal error (rerun the same
+command to resume).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+from evidex.bulk import BulkStats, run_bulk
+from evidex.bulk.run import engine_of
+from evidex.bulk.stream import open_input
+from evidex.cli._app import app, err_console
+from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags
+from evidex.cli._options import RiskOpt, examples_option, tiers_option, unset_option
+from evidex.errors import ConfigError
+from evidex.jobs import AuditPolicy
+from evidex.loaders import load_classify_examples, load_examples
+from evidex.taxonomy import Taxonomy
+from evidex.types import RiskLevel, TierScheme
+
+__all__ = ["bulk_app"]
+
+bulk_app = typer.Typer(
+    name="bulk",
+    help="Run one job over a large JSONL file of tasks: streaming, bounded concurrency, "
+    "resumable after a crash or kill -9 (each task exactly once in the output).",
+    no_args_is_help=True,
+    rich_markup_mode="markdown",
+)
+app.add_typer(bulk_app, name="bulk")
+
+
+class EngineOpt(str, Enum):
+    LOCAL = "local"
+    RAY = "ray"
+
+
+class ModeOpt(str, Enum):
+    ONE_PASS = "one-pass"
+    TWO_PASS = "two-pass"
+
+
+class OnContradiction(str, Enum):
+    BLOCK = "block"
+    REVIEW = "review"
+
+
+InputOpt = Annotated[
+    Path,
+    typer.Option(
+        "--input",
+        "-i",
+        metavar="IN.jsonl",
+        help="The tasks, one JSON object a line, each with a unique 'id' (a string or an "
+        "integer). Read one line at a time, and again on resume.",
+    ),
+]
+BulkOutputOpt = Annotated[
+    Path,
+    typer.Option(
+        "--output",
+        "-o",
+        metavar="OUT.jsonl",
+        dir_okay=False,
+        help="Results, one JSON object a line carrying the task's 'id', appended in "
+        "completion order (not input order). Also the checkpoint: ids already in it are "
+        "skipped, so rerunning the same command resumes.",
+    ),
+]
+ErrorsOpt = Annotated[
+    Path | None,
+    unset_option(
+        "--errors",
+        metavar="FILE",
+        dir_okay=False,
+        help="Bad lines, one JSON object a line with its line number, id and message. "
+        "Default: OUT.errors.jsonl. Rewritten on each run.",
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int | None,
+    unset_option(
+        "--concurrency",
+        "-c",
+        metavar="N",
+        min=1,
+        help="Tasks in flight at once. Default: the configured max_concurrency "
+        "(EVIDEX_MAX_CONCURRENCY).",
+    ),
+]
+EngineFlag = Annotated[
+    EngineOpt,
+    typer.Option(
+        "--engine",
+        case_sensitive=False,
+        help="local: this process (asyncio). ray: Ray Data (not available yet).",
+    ),
+]
+
+
+@contextmanager
+def bulk_progress(label: str) -> Iterator[Callable[[BulkStats], None]]:
+    """A progress bar on stderr fed by the run's counters: tasks done of those to run, rate,
+    ETA, judge calls and tokens."""
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[figures]}"),
+        console=err_console,
+    )
+    task = bar.add_task(label, total=None, rate="", figures="")
+
+    def update(stats: BulkStats) -> None:
+        elapsed = stats.elapsed_s
+        rate = f"{stats.processed / elapsed:.1f} tasks/s" if elapsed > 0 else ""
+        figures = (
+            f"calls {stats.calls} · tokens {stats.prompt_tokens}+{stats.completion_tokens}"
+            f" · errors {stats.errors} · fallbacks {stats.fallbacks}"
+        )
+        bar.update(
+            task,
+            completed=stats.processed,
+            total=max(stats.total, stats.processed),
+            rate=rate,
+            figures=figures,
+        )
+
+    with bar:
+        yield update
+
+
+def _run(
+    job: str,
+    flags: RunFlags,
+    input: Path,
+    output: Path,
+    errors: Path | None,
+    concurrency: int | None,
+    engine: EngineOpt,
+    **options: Any,
+) -> None:
+    engine_of(engine.value)  # usage errors before the judge loads
+    open_input(input)
+    with (
+        flags.job_judge(job) as judge,
+        open_db(flags.db) as store,
+        bulk_progress(f"bulk {job}") as on_progress,
+    ):
+        stats = run_bulk(
+            job,
+            input,
+            output,
+            errors=errors,
+            concurrency=concurrency,
+            engine=engine.value,
+            judge=judge,
+            store=store,
+            hooks=echo_hooks(),
+            on_progress=on_progress,
+            **options,
+        )
+    _tell(job, stats)
+
+
+def _tell(job: str, stats: BulkStats) -> None:
+    """The summary on stderr; bad lines and fallbacks said out loud, exit code 0 or not."""
+    if stats.truncated_bytes:
+        err_console.print(
+            f"repaired {stats.output}: cut a torn last line ({stats.truncated_bytes} bytes); "
+            "that task ran again",
+            highlight=False,
+        )
+    err_console.print(
+        f"bulk {job}: {stats.summary()}; results in {stats.output}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if stats.errors:
+        err_console.print(
+            f"[yellow]warning:[/] {stats.errors} line(s) could not be run; see "
+            f"{stats.errors_path} (line number, id, message)",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if stats.fallbacks:
+        err_console.print(
+            f"[yellow]warning:[/] {stats.fallbacks} result(s) are fallbacks "
+            '(source "fallback", with a review item); see evidex review',
+            highlight=False,
+        )
+
+
+COMMON = "Results are written in completion order, each with its task's id."
+
+
+@bulk_app.command("tier")
+@run_flags("judge", "base_url", "judge_option", "db", "verbose")
+def bulk_tier(
+    input: InputOpt,
+    output: BulkOutputOpt,
+    flags: RunFlags,
+    errors: ErrorsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    engine: EngineFlag = EngineOpt.LOCAL,
+    risk: RiskOpt = RiskLevel.LOW,
+    batch_size: Annotated[
+        int, typer.Option("--batch-size", metavar="N", help="Passages per judge call, 5 to 15.")
+    ] = 10,
+    tiers: Annotated[Path | None, tiers_option("Your tier definitions (YAML or JSON).")] = None,
+    examples: Annotated[
+        Path | None, examples_option("Few-shot examples (as for evidex tier).")
+    ] = None,
+) -> None:
+    """Grade passages into tiers, one task a line:
+    {"id", "query", "passages": [{"passage_id", "text"}, ...]}.
+
+    Each output line is the task's id plus what evidex tier prints for it. Results are
+    written in completion order.
+    """
+    _run(
+        "tier",
+        flags,
+        input,
+        output,
+        errors,
+        concurrency,
+        engine,
+        risk=risk,
+        batch_size=batch_size,
+        tiers=TierScheme.from_file(tiers) if tiers else None,
+        examples=load_examples(examples) if examples else None,
+    )
+
+
+@bulk_app.command("rerank")
+@run_flags("judge", "base_url", "judge_option", "db", "verbose")
+def bulk_rerank(
+    input: InputOpt,
+    output: BulkOutputOpt,
+    flags: RunFlags,
+    errors: ErrorsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    engine: EngineFlag = EngineOpt.LOCAL,
+    strategy: Annotated[
+        str | None,
+        unset_option(
+            "--strategy",
+            "-s",
+            metavar="NAME",
+            help="allpairs, pairwise, listwise or pointwise (default: pointwise for scoring "
+            "judges such as local:minilm, allpairs for the others).",
+        ),
+    ] = None,
+    top_k: Annotated[int, typer.Option("--top-k", "-k", metavar="K", help="Strict top.")] = 10,
+    top_n: Annotated[
+        int, typer.Option("--top-n", metavar="N", help="Rerank only the first N candidates.")
+    ] = 30,
+) -> None:
+    """Rerank candidates, one task a line:
+    {"id", "query", "passages": [{"passage_id", "text"}, ...]}.
+
+    Each output line is the task's id plus what evidex rerank prints for it (the full
+    ranking). Results are written in completion order.
+    """
+    _run(
+        "rerank",
+        flags,
+        input,
+        output,
+        errors,
+        concurrency,
+        engine,
+        strategy=strategy,
+        top_k=top_k,
+        top_n=top_n,
+    )
+
+
+@bulk_app.command("classify")
+@run_flags("judge", "base_url", "judge_option", "db", "verbose")
+def bulk_classify(
+    input: InputOpt,
+    output: BulkOutputOpt,
+    labels: Annotated[
+        Path,
+        typer.Option(
+            "--labels",
+            "-l",
+            metavar="FILE",
+            help="The label taxonomy (YAML or JSON), as for evidex classify; one for the run.",
+        ),
+    ],
+    flags: RunFlags,
+    errors: ErrorsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    engine: EngineFlag = EngineOpt.LOCAL,
+    multi_label: Annotated[bool, typer.Option("--multi-label", help="Allow several labels.")] = (
+        False
+    ),
+    threshold: Annotated[
+        float,
+        typer.Option("--threshold", metavar="X", min=0.0, max=1.0, help="Review threshold."),
+    ] = 0.7,
+    risk: RiskOpt = RiskLevel.LOW,
+    constraint: Annotated[
+        list[str] | None,
+        unset_option("--constraint", metavar="TEXT", help="An extra rule (repeatable)."),
+    ] = None,
+    examples: Annotated[
+        Path | None, examples_option("Few-shot examples (as for evidex classify).")
+    ] = None,
+) -> None:
+    """Label inputs from a taxonomy, one task a line:
+    {"id", "input", "passages": [{"passage_id", "text"}, ...]}.
+
+    Each output line is the task's id plus what evidex classify prints for it. Results are
+    written in completion order.
+    """
+    _run(
+        "classify",
+        flags,
+        input,
+        output,
+        errors,
+        concurrency,
+        engine,
+        taxonomy=Taxonomy.from_file(labels),
+        multi_label=multi_label,
+        threshold=threshold,
+        risk=risk,
+        constraints=constraint or (),
+        examples=load_classify_examples(examples) if examples else None,
+    )
+
+
+@bulk_app.command("audit")
+@run_flags("judge", "base_url", "judge_option", "db", "verbose")
+def bulk_audit(
+    input: InputOpt,
+    output: BulkOutputOpt,
+    flags: RunFlags,
+    errors: ErrorsOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    engine: EngineFlag = EngineOpt.LOCAL,
+    mode: Annotated[
+        ModeOpt,
+        typer.Option(
+            "--mode",
+            case_sensitive=False,
+            help="one-pass: claims extracted and classified at once; two-pass: extracted first.",
+        ),
+    ] = ModeOpt.ONE_PASS,
+    risk: RiskOpt = RiskLevel.LOW,
+    threshold: Annotated[
+        float,
+        typer.Option("--threshold", metavar="RATIO", help="Unsupported ratio sent to review."),
+    ] = 0.30,
+    on_contradiction: Annotated[
+        OnContradiction,
+        typer.Option(
+            "--on-contradiction", case_sensitive=False, help="What a contradicted claim does."
+        ),
+    ] = OnContradiction.BLOCK,
+) -> None:
+    """Audit answers claim by claim, one task a line:
+    {"id", "answer", "passages": [...], "question"?, "claims"?}.
+
+    Each output line is the task's id plus what evidex audit prints for it (answer_id
+    defaults to the id). Results are written in completion order.
+    """
+    try:
+        policy = AuditPolicy(
+            unsupported_threshold=threshold, on_contradiction=on_contradiction.value
+        )
+    except ValueError as exc:
+        raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
+    _run(
+        "audit",
+        flags,
+        input,
+        output,
+        errors,
+        concurrency,
+        engine,
+        mode=mode.value,
+        risk=risk,
+        policy=policy,
+    )
