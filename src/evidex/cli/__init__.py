@@ -1,8 +1,8 @@
 """The ``evidex`` command line: a thin layer over the library, as the HTTP service is.
 
 Each command lives in its own public module (``tier``, ``rerank``, ``classify``, ``audit``,
-``bulk``, ``eval``, ``log``, ``review``, ``demo``, ``serve``) and registers itself on :data:`app`; the
-private modules hold what the commands share: ``_app`` the typer app, the error-to-exit-code
+``bulk``, ``eval``, ``log``, ``review``, ``demo``, ``serve``) and registers itself on :data:`app`;
+the private modules hold what the commands share: ``_app`` the typer app, the error-to-exit-code
 mapping and JSON output, ``_io`` the input readers, the common ``Annotated`` options and the
 judge, store and progress plumbing, ``_demo_types`` and ``_demo_view`` the demo's data and its
 rendering. Exit codes: 0 when every item has a result (fallbacks included), 2 on bad input or
