@@ -39,6 +39,7 @@ def test_audit_log_round_trip(store: SqlStore) -> None:
 )
 def test_audit_log_is_append_only_in_the_database(store: SqlStore, statement: str) -> None:
     store.append_audit(AuditRecord(run_id="r1", job="tier", status="ok"))
+    store.flush()  # rows are committed in batches; flush commits this one now
     with pytest.raises(sa.exc.DatabaseError, match="append-only"), store.engine.begin() as conn:
         conn.exec_driver_sql(statement)
     assert len(store.audit_rows()) == 1
@@ -111,3 +112,39 @@ def test_bad_url_is_a_config_error() -> None:
 
     with pytest.raises(ConfigError, match="cannot open the store"):
         open_store("nosuchdialect://x")
+
+
+def test_audit_rows_are_committed_in_batches_off_the_caller_thread(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'batched.db'}")
+    statements: list[int] = []
+    sa.event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, params, context, executemany: statements.append(
+            len(params) if executemany else 1
+        )
+        if statement.startswith("INSERT INTO audit_log")
+        else None,
+    )
+    for i in range(300):
+        store.append_audit(AuditRecord(run_id=f"r{i}", job="tier", status="ok"))
+    store.flush()
+    assert len(store.audit_rows()) == 300
+    assert sum(statements) == 300 and len(statements) < 300  # fewer statements than rows
+    store.close()
+
+
+def test_a_failed_audit_write_is_raised_not_lost(tmp_path: Path) -> None:
+    store = open_store(f"sqlite:///{tmp_path / 'broken.db'}")
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TRIGGER IF EXISTS audit_log_no_update")
+        conn.exec_driver_sql("ALTER TABLE audit_log RENAME TO audit_log_gone")
+    store.append_audit(AuditRecord(run_id="r", job="tier", status="ok"))
+    with pytest.raises(StoreError, match="audit rows could not be written"):
+        store.flush()
+
+
+def test_a_memory_store_is_one_database_for_every_thread() -> None:
+    store = open_store("sqlite://")
+    store.append_audit(AuditRecord(run_id="r", job="tier", status="ok"))
+    assert [r["run_id"] for r in store.audit_rows()] == ["r"]  # written by the writer thread

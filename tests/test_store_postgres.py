@@ -117,5 +117,6 @@ def test_postgres_store_round_trip(pg_store: SqlStore) -> None:
 def test_two_replicas_share_one_database(pg_url: str, pg_store: SqlStore) -> None:
     other = open_store(pg_url)  # a second service replica: migrations already ran
     other.append_audit(AuditRecord(run_id="replica-2", job="tier", status="ok"))
+    other.flush()  # what a job does before it returns: the other replica then sees the row
     assert [r["run_id"] for r in pg_store.audit_rows()] == ["replica-2"]
     other.close()

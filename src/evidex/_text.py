@@ -4,6 +4,7 @@ token estimates and JSON extraction from chatty model output."""
 from __future__ import annotations
 
 import difflib
+import functools
 import hashlib
 import json
 import re
@@ -17,7 +18,9 @@ _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": 
 
 def normalize_ws(text: str) -> str:
     """Collapse runs of whitespace and unify curly quotes, so verbatim checks forgive layout."""
-    return _WS.sub(" ", unicodedata.normalize("NFKC", text).translate(_QUOTES)).strip()
+    if not text.isascii():  # NFKC and the quote table leave ASCII as it is
+        text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    return _WS.sub(" ", text).strip()
 
 
 _SPACED_PUNCT = re.compile(r"\s*([^\w\s])\s*")
@@ -30,10 +33,17 @@ def _match_form(text: str) -> str:
     return _SPACED_PUNCT.sub(r"\1", normalize_ws(text).casefold())
 
 
+@functools.lru_cache(maxsize=4096)
+def _haystack_form(text: str) -> str:
+    """The match form of a source text. Every quote and snippet of a reply is checked against
+    its passage, and again on each attempt: a passage is normalised once, not per check."""
+    return _match_form(text)
+
+
 def contains_verbatim(haystack: str, needle: str) -> bool:
     """True when ``needle`` occurs in ``haystack``, forgiving layout (see :func:`_match_form`)."""
     n = _match_form(needle)
-    return bool(n) and n in _match_form(haystack)
+    return bool(n) and n in _haystack_form(haystack)
 
 
 def nearest_span(haystack: str, needle: str) -> str:

@@ -241,7 +241,10 @@ async def run_planned(
         Routed(run.review(request), request, request.payload.get("label"))
         for request in spec.reviews(plan, merged, run)
     ]
-    return spec.finish(plan, merged, run, routed)
+    result = spec.finish(plan, merged, run, routed)
+    # the rows of a returned result are committed: a crash after this loses none of them
+    await asyncio.to_thread(harness.store.flush)
+    return result
 
 
 async def run_many_planned(

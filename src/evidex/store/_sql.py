@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import atexit
+import logging
 import os
+import queue
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.pool import StaticPool
 
 from evidex.errors import ConfigError, InputError, StoreError
 from evidex.harness.events import AuditRecord
@@ -57,12 +62,25 @@ class SqlStore:
                 Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(
                     parents=True, exist_ok=True
                 )
-            self.engine = sa.create_engine(url, future=True)
+            self._memory = url in ("sqlite://", "sqlite:///:memory:")
+            if self._memory:
+                # one database shared by every thread (the audit writer's included): by default
+                # each thread would get a memory database of its own
+                self.engine = sa.create_engine(
+                    url,
+                    future=True,
+                    poolclass=StaticPool,
+                    connect_args={"check_same_thread": False},
+                )
+            else:
+                self.engine = sa.create_engine(url, future=True)
             if self.engine.dialect.name == "sqlite":
                 sa.event.listen(self.engine, "connect", _sqlite_pragmas)
         except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
             raise ConfigError(f"cannot open the store at {_safe_url(url)}: {exc}") from exc
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._audit = _AuditWriter(self._insert_audit)
+        _OPEN.add(self)
         self.migrate()
 
     # ------------------------------------------------------------------ schema
@@ -98,7 +116,18 @@ class SqlStore:
     # ------------------------------------------------------------------ audit log
 
     def append_audit(self, record: AuditRecord) -> None:
-        self._write(t.audit_log.insert().values(**record.model_dump(mode="python")))
+        """Queue one row; a writer thread commits rows in batches, so a judge call never waits
+        for the database. :meth:`flush` returns once every queued row is committed (the harness
+        flushes before a job returns its result, reads flush first), and a failed write is
+        raised by the next append or flush: the audit trail never has silent holes."""
+        self._audit.put(record.model_dump(mode="python"))
+
+    def flush(self) -> None:
+        """Commit every queued audit row now."""
+        self._audit.flush()
+
+    def _insert_audit(self, rows: list[dict[str, Any]]) -> None:
+        self._write(t.audit_log.insert(), rows)
 
     def audit_rows(
         self,
@@ -112,6 +141,7 @@ class SqlStore:
         query = _select(
             t.audit_log, t.audit_log.c.id.desc(), last, run_id=run_id, job=job, step=step
         )
+        self.flush()
         rows = self._read(query)
         for row in rows:
             row["time"] = _aware(row["time"])
@@ -207,21 +237,115 @@ class SqlStore:
 
     def _read(self, query: Any) -> list[dict[str, Any]]:
         try:
+            if self._memory:  # one shared connection: one thread at a time
+                with self._lock, self.engine.connect() as conn:
+                    return [dict(r._mapping) for r in conn.execute(query)]
             with self.engine.connect() as conn:
                 return [dict(r._mapping) for r in conn.execute(query)]
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read the store: {exc}") from exc
 
-    def _write(self, stmt: Any) -> int:
+    def _write(self, stmt: Any, rows: list[dict[str, Any]] | None = None) -> int:
         with self._lock:
             try:
                 with self.engine.begin() as conn:
-                    return int(conn.execute(stmt).rowcount or 0)
+                    result = conn.execute(stmt) if rows is None else conn.execute(stmt, rows)
+                    return int(result.rowcount or 0)
             except SQLAlchemyError as exc:
                 raise StoreError(f"cannot write the store: {exc}") from exc
 
     def close(self) -> None:
-        self.engine.dispose()
+        try:
+            self.flush()
+        finally:
+            self._audit.stop()
+            _OPEN.discard(self)
+            self.engine.dispose()
+
+
+class _AuditWriter:
+    """Audit rows committed in batches by a thread of their own: one transaction of up to
+    ``max_batch`` rows instead of one per row, off the event loop."""
+
+    def __init__(self, write: Callable[[list[dict[str, Any]]], None], max_batch: int = 500):
+        self._write = write
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue[dict[str, Any] | threading.Event | None] = (
+            queue.SimpleQueue()
+        )
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+        self._error: BaseException | None = None
+        self._start_lock = threading.Lock()
+
+    def put(self, row: dict[str, Any]) -> None:
+        self._raise_error()
+        self._ensure_thread()
+        self._queue.put(row)
+
+    def flush(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            done = threading.Event()
+            self._queue.put(done)
+            done.wait()
+        self._raise_error()
+
+    def stop(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join()
+        self._thread = None
+
+    def _raise_error(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            raise StoreError(f"audit rows could not be written: {error}") from error
+
+    def _ensure_thread(self) -> None:
+        # a forked process (a worker) has the object but not the thread: start its own
+        if self._thread is not None and self._pid == os.getpid():
+            return
+        with self._start_lock:
+            if self._thread is None or self._pid != os.getpid():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(
+                    target=self._run, name="evidex-audit-writer", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            item = self._queue.get()
+            items = [item]
+            while len(items) < self._max_batch:
+                try:
+                    items.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            rows = [i for i in items if isinstance(i, dict)]
+            if rows:
+                try:
+                    self._write(rows)
+                except BaseException as exc:  # kept and raised in the caller's thread
+                    self._error = exc
+            for i in items:
+                if isinstance(i, threading.Event):
+                    i.set()
+            if any(i is None for i in items):
+                return
+
+
+_OPEN: weakref.WeakSet[SqlStore] = weakref.WeakSet()
+
+
+@atexit.register
+def _flush_open_stores() -> None:
+    """A library user who never closes a store still gets every row of a normal exit."""
+    for store in list(_OPEN):
+        try:
+            store.flush()
+        except StoreError:
+            logging.getLogger("evidex.store").exception("audit rows lost at exit")
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
