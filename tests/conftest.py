@@ -16,7 +16,12 @@ from tests.scripted import Reply, ScriptedJudge
 def _isolated_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test writes to the user's data dir: the default store lives in the test's tmp dir."""
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "default.db"))
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "EVIDEX_OPENAI_BASE_URL"):
+    for var in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "EVIDEX_OPENAI_BASE_URL",
+        "EVIDEX_OPENAI_BASE_URLS",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 

@@ -178,7 +178,7 @@ def test_usage_tokens_land_in_the_audit_log(
     assert (result.usage.prompt_tokens, result.usage.completion_tokens) == (621, 61)
 
 
-def test_server_rejecting_response_format_is_remembered_and_sent_prompt_only(
+def test_server_rejecting_json_schema_gets_json_object_with_the_schema_and_it_is_remembered(
     server: FakeOpenAIServer, judge: OpenAIJudge, store: SqlStore, passages: list[Passage]
 ) -> None:
     server.add(
@@ -189,19 +189,25 @@ def test_server_rejecting_response_format_is_remembered_and_sent_prompt_only(
     )
     first = run_tier(judge, store, passages)
     assert {a.source for a in first.classifications} == {"judge"}
-    # one judge call, two HTTP requests: the rejected one and the same call prompt-only
+    # one judge call, two HTTP requests: the rejected one and the same call as json_object
     check_invariants(first, passages, store, server, calls_per_row=2)
     rejected, retried = server.chat_requests
-    assert "response_format" in rejected.body
-    assert "response_format" not in retried.body
+    assert rejected.body["response_format"]["type"] == "json_schema"
+    schema = rejected.body["response_format"]["json_schema"]["schema"]
+    assert retried.body["response_format"] == {"type": "json_object", "schema": schema}
     assert retried.messages == rejected.messages
-    assert judge.structured_output == "none"
+    assert judge.structured_output == "json_object"
+    (note,) = [r for r in store.audit_rows(run_id=first.run_id) if r["step"] == "judge.note"]
+    assert "refused structured output json_schema (HTTP 400" in note["detail"]["detail"]
+    assert note["detail"]["endpoint"] == server.base_url
 
     server.add(Reply(text_of(valid(passages))))
     second = run_tier(judge, store, passages, query="vitamin D dose for adults")
     assert {a.source for a in second.classifications} == {"judge"}
-    assert "response_format" not in server.chat_requests[-1].body
+    assert server.chat_requests[-1].body["response_format"]["type"] == "json_object"
     assert len(server.chat_requests) == 3
+    notes = [r for r in store.audit_rows(run_id=second.run_id) if r["step"] == "judge.note"]
+    assert notes == []  # detected once
 
 
 def test_explicit_json_schema_mode_rejected_is_a_config_error_without_retries(

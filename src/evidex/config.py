@@ -9,9 +9,14 @@ The file is TOML, at ``EVIDEX_CONFIG`` or ``config.toml`` in the user config dir
     [judges]
     tier = "openai:gpt-4o-mini"
 
+    [openai]
+    base_urls = ["http://gpu1:8000/v1", "http://gpu2:8000/v1"]   # or base_url = "..."
+
 Environment variables: ``EVIDEX_DB``, ``EVIDEX_TIMEOUT_S``, ``EVIDEX_MAX_CONCURRENCY``,
-``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``). An unknown key in the file is
-an error, not a silent default.
+``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``), and the servers of ``openai:``
+judges: ``EVIDEX_OPENAI_BASE_URLS`` (comma-separated), else ``EVIDEX_OPENAI_BASE_URL``, else
+``OPENAI_BASE_URL``. The servers are one setting: a layer that names any replaces the file's.
+An unknown key in the file is an error, not a silent default.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evidex.errors import ConfigError
 
@@ -30,9 +35,28 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["Settings", "load_settings"]
+__all__ = ["OpenAISettings", "Settings", "load_settings"]
 
 JOBS = ("tier", "rerank", "classify", "audit")
+
+
+class OpenAISettings(BaseModel):
+    """The servers of ``openai:`` judges that name none in their options."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str | None = None
+    base_urls: list[str] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> OpenAISettings:
+        if self.base_url and self.base_urls:
+            raise ValueError("[openai]: give base_url (one server) or base_urls, not both")
+        return self
+
+    def urls(self) -> tuple[str, ...]:
+        """The configured servers (none: the judge's default)."""
+        return tuple(self.base_urls or ([self.base_url] if self.base_url else []))
 
 
 class Settings(BaseModel):
@@ -51,6 +75,7 @@ class Settings(BaseModel):
             "audit": "local:qwen",
         }
     )
+    openai: OpenAISettings = Field(default_factory=OpenAISettings)
 
 
 def _config_path() -> Path:
@@ -93,6 +118,12 @@ def _from_env() -> dict[str, Any]:
     }
     if judges:
         values["judges"] = judges
+    several = [u.strip() for u in env.get("EVIDEX_OPENAI_BASE_URLS", "").split(",") if u.strip()]
+    one = env.get("EVIDEX_OPENAI_BASE_URL") or env.get("OPENAI_BASE_URL")
+    if several:
+        values["openai"] = {"base_urls": several}
+    elif one and one.strip():
+        values["openai"] = {"base_url": one.strip()}
     return values
 
 
@@ -103,9 +134,15 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     layers.append({k: v for k, v in overrides.items() if v is not None})
     merged: dict[str, Any] = {}
     judges = dict(defaults.judges)
+    servers = ("base_url", "base_urls")
     for layer in layers:
         for key, value in layer.items():
-            if key == "judges" and isinstance(value, dict):
+            if key == "openai" and isinstance(value, dict):
+                known = dict(merged.get("openai") or {})
+                if set(value) & set(servers):  # the servers are one setting
+                    known = {k: v for k, v in known.items() if k not in servers}
+                merged["openai"] = known | value
+            elif key == "judges" and isinstance(value, dict):
                 unknown = set(value) - set(JOBS)
                 if unknown:
                     raise ConfigError(

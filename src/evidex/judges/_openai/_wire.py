@@ -1,0 +1,252 @@
+"""What goes over the wire: the request body, the structured-output modes, the reply, and the
+helpers that keep credentials out of every text (URLs, server error messages, SDK exceptions).
+
+The body is a plain dict sent through the SDK's lower-level ``post``: the SDK's request
+transformation walks every message and the whole schema on each call (about a third of the
+client's CPU per call at high concurrency), and our messages are already plain strings. The reply
+is read from the JSON text, so no response model is built either. The SDK still sends the
+request, so its error types (and their conversion in :mod:`._judge`) are unchanged.
+"""
+
+from __future__ import annotations
+
+import datetime
+import email.utils
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+from pydantic import SecretStr
+
+from evidex.config import load_settings
+from evidex.errors import ConfigError
+from evidex.judging import JudgeRequest
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "FORMAT_WORDS",
+    "OPENAI_URL",
+    "PLACEHOLDER_KEY",
+    "Kind",
+    "ParsedReply",
+    "body_of",
+    "choose_kind",
+    "ladder_of",
+    "parse_completion",
+    "public_url",
+    "redact",
+    "resolve_api_key",
+    "resolve_base_urls",
+    "response_format",
+    "retry_after_seconds",
+    "scrub_exception",
+    "server_message",
+    "url_secrets",
+]
+
+OPENAI_URL = "https://api.openai.com/v1"
+PLACEHOLDER_KEY = "not-needed"
+"""Sent to servers that need no key (Ollama, llama.cpp, LM Studio, a bare vLLM): the SDK
+requires one, and these servers ignore it."""
+
+FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
+
+Kind = Literal["json_schema", "json_object_schema", "json_object", "none"]
+"""A structured-output mode as sent: JSON schema; ``json_object`` carrying the schema (the
+llama.cpp servers read it); bare ``json_object``; the prompt alone."""
+
+_LADDERS: dict[str, tuple[Kind, ...]] = {
+    "auto": ("json_schema", "json_object_schema", "json_object", "none"),
+    "json_schema": ("json_schema",),
+    "json_object": ("json_object_schema", "json_object"),
+    "none": ("none",),
+}
+_SCHEMA_KINDS = frozenset({"json_schema", "json_object_schema"})
+
+
+def ladder_of(option: str) -> tuple[Kind, ...]:
+    """The modes the ``structured_output`` option allows, most constrained first."""
+    return _LADDERS[option]
+
+
+def choose_kind(ladder: Sequence[Kind], refused: frozenset[str], has_schema: bool) -> Kind | None:
+    """The first mode of ``ladder`` the endpoint has not refused; a request without a schema
+    sends bare ``json_object`` for the schema modes. None: every allowed mode was refused."""
+    for kind in ladder:
+        sent: Kind = "json_object" if kind in _SCHEMA_KINDS and not has_schema else kind
+        if sent not in refused:
+            return sent
+    return None
+
+
+def response_format(kind: Kind, request: JudgeRequest) -> dict[str, Any] | None:
+    if kind == "none":
+        return None
+    if kind == "json_object":
+        return {"type": "json_object"}
+    if kind == "json_object_schema":
+        return {"type": "json_object", "schema": dict(request.schema)}
+    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.step or request.job)[:50] + "_reply"
+    return {
+        "type": "json_schema",
+        "json_schema": {"name": name, "schema": dict(request.schema), "strict": False},
+    }
+
+
+def body_of(model: str, request: JudgeRequest, kind: Kind) -> dict[str, Any]:
+    """The chat-completions body, built directly (no per-call SDK transformation)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "temperature": request.temperature,
+        "max_tokens": request.max_tokens,
+    }
+    fmt = response_format(kind, request)
+    if fmt is not None:
+        body["response_format"] = fmt
+    return body
+
+
+class ParsedReply:
+    """The parts of a chat completion that a judge reply needs."""
+
+    __slots__ = ("completion_tokens", "finish_reason", "model", "prompt_tokens", "text")
+
+    def __init__(self, data: Any) -> None:
+        """Raise ``ValueError`` when ``data`` is not a chat completion."""
+        try:
+            choice = data["choices"][0]
+            message = choice["message"]
+            self.text = str(message.get("content") or message.get("refusal") or "")
+            self.finish_reason = choice.get("finish_reason")
+            usage = data.get("usage") or {}
+            self.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+            self.completion_tokens = int(usage.get("completion_tokens") or 0)
+            model = data.get("model")
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ValueError("not a chat completion") from exc
+        self.model = str(model) if model else ""
+
+
+def parse_completion(text: str) -> ParsedReply:
+    """Read a chat completion from the response text; ``ValueError`` if it is not one."""
+    return ParsedReply(json.loads(text))
+
+
+# ---------------------------------------------------------------------- credentials
+
+
+def public_url(url: str) -> str:
+    """``url`` without user info and query string, where credentials may hide."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+    except ValueError:
+        return "<unparseable URL>"
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def url_secrets(url: str) -> list[str]:
+    """The password and query string of ``url``, to scrub from texts."""
+    try:
+        parts = urlsplit(url)
+        found = [parts.password or "", parts.query]
+    except ValueError:
+        return []
+    return [s for s in found if len(s) >= 4]
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def server_message(exc: openai.APIStatusError) -> str:
+    body = exc.body
+    if isinstance(body, Mapping):
+        message = body.get("message") or body.get("error") or body.get("detail")
+        if message:
+            return str(message)
+    return str(exc.message)
+
+
+def scrub_exception(exc: BaseException, secrets: Sequence[str]) -> None:
+    """Remove secrets a server echoed into an SDK exception, which stays chained to ours."""
+    if not secrets:
+        return
+    import openai
+
+    exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
+    if isinstance(getattr(exc, "message", None), str):
+        exc.message = redact(exc.message, secrets)  # type: ignore[attr-defined]
+    if isinstance(exc, openai.APIError) and isinstance(exc.body, Mapping):
+        exc.body = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in exc.body.items()}
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: either a number of seconds or an HTTP date (RFC 9110)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return max(0.0, (when - datetime.datetime.now(datetime.timezone.utc)).total_seconds())
+
+
+# ---------------------------------------------------------------------- configuration
+
+
+def resolve_base_urls(one: str | None, several: list[str] | None) -> tuple[str, ...]:
+    if one and several:
+        raise ConfigError("give base_url (one server) or base_urls (several), not both")
+    if several:
+        urls = list(several)
+    elif one:
+        urls = [one]
+    else:
+        configured = load_settings().openai.urls()
+        urls = list(configured) if configured else [OPENAI_URL]
+    checked = [checked_url(u) for u in urls if u.strip()]
+    if not checked:
+        raise ConfigError("base_urls is empty: name at least one server")
+    if len(set(checked)) != len(checked):
+        raise ConfigError(f"base_urls names a server twice: {[public_url(u) for u in checked]}")
+    return tuple(checked)
+
+
+def checked_url(url: str) -> str:
+    url = url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"base_url {public_url(url)!r} is not an http(s) URL; "
+            "e.g. http://localhost:11434/v1 for Ollama"
+        )
+    return url.rstrip("/")
+
+
+def resolve_api_key(option: SecretStr | None, base_urls: tuple[str, ...]) -> str:
+    key = option.get_secret_value() if option is not None else os.environ.get("OPENAI_API_KEY")
+    if key and key.strip():
+        return key.strip()
+    openai_host = urlsplit(OPENAI_URL).hostname
+    if any(urlsplit(u).hostname == openai_host for u in base_urls):
+        raise ConfigError(
+            "the openai judge needs an API key for api.openai.com: set OPENAI_API_KEY or pass "
+            "api_key; for a local server set base_url (or EVIDEX_OPENAI_BASE_URL)"
+        )
+    return PLACEHOLDER_KEY
