@@ -43,9 +43,11 @@ from evidex.store import SqlStore, open_store
 from evidex.types import Passage
 
 __all__ = [
+    "BaseUrls",
     "RunFlags",
     "TextOrFile",
     "echo_hooks",
+    "endpoint_options",
     "explain_passage_error",
     "job_judge",
     "json_line",
@@ -71,7 +73,7 @@ class RunFlags:
     :func:`run_flags`."""
 
     judge: str | None = None
-    base_url: str | None = None
+    base_url: list[str] | None = None
     judge_option: list[str] | None = None
     db: str | None = None
     output: Path | None = None
@@ -283,28 +285,42 @@ def judge_options(pairs: Sequence[str] | None) -> dict[str, str]:
     return options
 
 
+BaseUrls = str | Sequence[str] | None
+"""``--base-url``: one server, several (a pool), or none (the configured ones)."""
+
+
+def endpoint_options(base_url: BaseUrls) -> dict[str, Any]:
+    """``--base-url`` as judge options: ``base_url`` for one server, ``base_urls`` for more."""
+    urls = [base_url] if isinstance(base_url, str) else list(base_url or [])
+    urls = [u.strip() for u in urls if u and u.strip()]
+    if not urls:
+        return {}
+    return {"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls}
+
+
 def make_judge(
     spec: str | None,
     job: str,
-    base_url: str | None = None,
+    base_url: BaseUrls = None,
     option_pairs: Sequence[str] | None = None,
 ) -> Judge:
-    """The judge for ``job`` from ``--judge``, ``--base-url`` and ``--judge-option`` (without
-    ``--judge``: the configured judge of the job, else its default).
+    """The judge for ``job`` from ``--judge``, ``--base-url`` (repeatable) and
+    ``--judge-option`` (without ``--judge``: the configured judge of the job, else its default).
 
     ``--base-url`` only makes sense for a remote API; given with another judge it is refused
     rather than ignored, so a typo in ``--judge`` cannot silently run a different backend.
     """
     spec = (spec or load_settings().judges[job]).strip()
     options: dict[str, Any] = dict(judge_options(option_pairs))
-    if base_url:
+    endpoints = endpoint_options(base_url)
+    if endpoints:
         if not spec.startswith("openai:"):
             raise ConfigError(f"--base-url applies to openai: judges only, not to {spec!r}")
-        options["base_url"] = base_url
+        options.update(endpoints)
     judge = resolve_judge(spec, job, **options)
     logger.info("judge %s (model %s)", judge.judge_id, judge.model_version)
-    if base_url:
-        logger.info("judge endpoint %s", base_url)
+    for url in endpoints.get("base_urls") or ([endpoints["base_url"]] if endpoints else []):
+        logger.info("judge endpoint %s", url)
     return judge
 
 
@@ -312,7 +328,7 @@ def make_judge(
 def job_judge(
     spec: str | None,
     job: str,
-    base_url: str | None = None,
+    base_url: BaseUrls = None,
     option_pairs: Sequence[str] | None = None,
 ) -> Iterator[Judge]:
     """The judge of one command (see :func:`make_judge`), closed when the command ends."""

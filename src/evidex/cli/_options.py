@@ -98,13 +98,15 @@ JudgeOptionOpt = Annotated[
     ),
 ]
 BaseUrlOpt = Annotated[
-    str | None,
+    list[str] | None,
     unset_option(
         "--base-url",
         metavar="URL",
-        help="Endpoint of the OpenAI-compatible server, for openai: judges only. Default: "
-        "EVIDEX_OPENAI_BASE_URL, else OPENAI_BASE_URL. The API key is read from OPENAI_API_KEY "
-        "only, never from the command line.",
+        help="Endpoint of the OpenAI-compatible server, for openai: judges only; repeat it for "
+        "several replicas of the model (calls go to the least busy one, and to another when one "
+        "fails). Default: EVIDEX_OPENAI_BASE_URLS (comma-separated), EVIDEX_OPENAI_BASE_URL, "
+        "OPENAI_BASE_URL, else [openai] in the config file. The API key is read from "
+        "OPENAI_API_KEY only, never from the command line.",
     ),
 ]
 DbOpt = Annotated[

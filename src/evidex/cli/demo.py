@@ -38,7 +38,7 @@ from evidex.cli._demo_types import (
     load_demo,
 )
 from evidex.cli._demo_view import StepProgress, show_run
-from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags
+from evidex.cli._io import BaseUrls, RunFlags, echo_hooks, endpoint_options, open_db, run_flags
 from evidex.cli._options import unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
@@ -94,7 +94,7 @@ def run_demo(
     store: StorePort | str | None = None,
     hooks: Hooks | None = None,
     budget: int = DEMO_BUDGET,
-    base_url: str | None = None,
+    base_url: BaseUrls = None,
     example: DemoExample | None = None,
     on_step: Listener | None = None,
 ) -> DemoRun:
@@ -196,11 +196,14 @@ def run_demo(
 
 @contextmanager
 def _judges(
-    specs: Mapping[str, Judge | str], base_url: str | None
+    specs: Mapping[str, Judge | str], base_url: BaseUrls
 ) -> Iterator[tuple[dict[str, Judge], dict[str, str]]]:
     """Build each job's judge once per spec (rerank and tier share one encoder), note the LLM
     steps whose extra is missing, and close what was built here when the run ends."""
-    if base_url and not any(isinstance(s, str) and s.startswith("openai:") for s in specs.values()):
+    endpoints = endpoint_options(base_url)
+    if endpoints and not any(
+        isinstance(s, str) and s.startswith("openai:") for s in specs.values()
+    ):
         raise ConfigError("--base-url applies to openai: judges only, and no step uses one")
     by_spec: dict[str, Judge] = {}
     built: dict[str, Judge] = {}
@@ -213,8 +216,8 @@ def _judges(
             key = spec.strip()
             if key not in by_spec:
                 options = dict(JUDGE_OPTIONS.get(key, {}))
-                if base_url and key.startswith("openai:"):
-                    options["base_url"] = base_url
+                if key.startswith("openai:"):
+                    options.update(endpoints)
                 try:
                     by_spec[key] = evidex.get_judge(key, **options)
                 except MissingExtraError as exc:

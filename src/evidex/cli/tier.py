@@ -12,6 +12,7 @@ import typer
 
 from evidex.cli._app import app, err_console, write_json
 from evidex.cli._io import (
+    BaseUrls,
     RunFlags,
     echo_hooks,
     job_judge,
@@ -55,7 +56,7 @@ def run_tier(
     *,
     store: SqlStore,
     judge_spec: str | None = None,
-    base_url: str | None = None,
+    base_url: BaseUrls = None,
     judge_option: Sequence[str] | None = None,
     tiers: TierScheme | None = None,
     examples: Sequence[TierExample] | None = None,
