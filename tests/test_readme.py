@@ -5,6 +5,7 @@ scripted judge in their own CLI tests.)"""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -59,3 +60,20 @@ def test_cli_examples_run_as_written(name: str, tmp_path: Path) -> None:
         ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
     )
     assert done.returncode == 0, done.stderr
+
+
+def test_the_bulk_example_runs_as_written_and_resumes(tmp_path: Path) -> None:
+    [command] = [c for c in _cli_commands() if c.startswith("evidex bulk tier")]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    script = Path(sys.executable).with_name("evidex")
+    line = command.replace("evidex", shlex.quote(str(script)), 1)
+    env = {**os.environ, "EVIDEX_DB": str(tmp_path / "evidex.db")}
+    for _ in range(2):  # the second run finds every id done
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+    ids = [json.loads(row)["id"] for row in (tmp_path / "graded.jsonl").read_text().splitlines()]
+    tasks = (ROOT / "examples" / "bulk" / "tier.jsonl").read_text().splitlines()
+    assert sorted(ids) == sorted(json.loads(t)["id"] for t in tasks)
+    assert "skipped as already done" in done.stderr
