@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 from collections import Counter
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from evidex._text import sha256_hex
 from evidex.errors import ConfigError, InputError
-from evidex.jobs import run_sync
 
 __all__ = [
     "KeyedById",
     "align_rows",
-    "blocking",
     "id_keys",
     "interval_dict",
     "joint_version",
@@ -30,22 +27,6 @@ __all__ = [
 
 R = TypeVar("R")
 T = TypeVar("T")
-P = ParamSpec("P")
-
-
-def blocking(afn: Callable[P, Coroutine[Any, Any, T]], doc: str) -> Callable[P, T]:
-    """The blocking twin of the coroutine function ``afn`` (named ``aNAME``): ``NAME``, with
-    the same parameters, run to the end by :func:`~evidex.jobs.run_sync` (also from inside a
-    running event loop, such as a notebook's). ``doc`` is its docstring."""
-
-    @functools.wraps(afn)
-    def call(*args: P.args, **kwargs: P.kwargs) -> T:
-        return run_sync(afn(*args, **kwargs))
-
-    call.__name__ = afn.__name__.removeprefix("a")
-    call.__qualname__ = afn.__qualname__.removeprefix("a")
-    call.__doc__ = doc
-    return call
 
 
 def jsonable(value: Any) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import blocking, jsonable
+from evidex.evaluate._util import jsonable
 from evidex.evaluate.calibration import (
     CALIBRATION_FILE,
     calibration_record,
@@ -30,7 +30,7 @@ from evidex.evaluate.golden import TierGolden
 from evidex.evaluate.registry import EvalOptions
 from evidex.evaluate.run import aevaluate, load_records
 from evidex.harness.ports import StorePort
-from evidex.jobs import resolve_judge
+from evidex.jobs import resolve_judge, sync_of
 from evidex.judging import Judge
 
 __all__ = ["acalibrate_tier", "calibrate_tier"]
@@ -109,7 +109,7 @@ async def acalibrate_tier(
     return record
 
 
-calibrate_tier = blocking(acalibrate_tier, "Calibrate a tier judge; see :func:`acalibrate_tier`.")
+calibrate_tier = sync_of(acalibrate_tier, "Calibrate a tier judge; see :func:`acalibrate_tier`.")
 
 
 async def _fit_on(

@@ -15,9 +15,9 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.evaluate._util import blocking
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
+from evidex.jobs import sync_of
 from evidex.jobs.tier import atier
 from evidex.judging import Judge
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme
@@ -89,7 +89,7 @@ async def atier_consistency(
     }
 
 
-tier_consistency = blocking(
+tier_consistency = sync_of(
     atier_consistency,
     "Re-run tier over ``queries`` shuffled and re-split; see :func:`atier_consistency`.",
 )

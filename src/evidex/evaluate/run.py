@@ -24,13 +24,13 @@ from typing import Any
 
 from evidex._text import sha256_hex, stable_json
 from evidex.errors import InputError
-from evidex.evaluate._util import blocking, jsonable
+from evidex.evaluate._util import jsonable
 from evidex.evaluate.calibration import check_calibration
 from evidex.evaluate.golden import read_jsonl
 from evidex.evaluate.registry import EvalOptions, Evaluator, get_evaluator
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs import resolve_judge, resolve_store
+from evidex.jobs import resolve_judge, resolve_store, sync_of
 from evidex.judging import Judge
 
 __all__ = [
@@ -190,7 +190,7 @@ async def aevaluate(
     return report
 
 
-evaluate = blocking(
+evaluate = sync_of(
     aevaluate, "Run ``job`` over a golden set and write the report; see :func:`aevaluate`."
 )
 

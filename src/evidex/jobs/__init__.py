@@ -5,6 +5,13 @@ modules of this package.
 """
 
 from evidex.jobs._audit_policy import AuditDecision, AuditPolicy
-from evidex.jobs._common import resolve_judge, resolve_store, run_sync
+from evidex.jobs._common import resolve_judge, resolve_store, run_sync, sync_of
 
-__all__ = ["AuditDecision", "AuditPolicy", "resolve_judge", "resolve_store", "run_sync"]
+__all__ = [
+    "AuditDecision",
+    "AuditPolicy",
+    "resolve_judge",
+    "resolve_store",
+    "run_sync",
+    "sync_of",
+]

@@ -142,8 +142,10 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def sync_of(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
-    """The sync twin of an async entry point: same parameters, types and docstring."""
+def sync_of(fn: Callable[P, Coroutine[Any, Any, T]], doc: str | None = None) -> Callable[P, T]:
+    """The sync twin of an async entry point ``aNAME``: ``NAME``, with the same parameters,
+    types and docstring (or ``doc``), run to the end by :func:`run_sync`. The one way the
+    library makes a blocking call of a coroutine function."""
 
     @functools.wraps(fn)
     def sync(*args: P.args, **kwargs: P.kwargs) -> T:
@@ -152,4 +154,6 @@ def sync_of(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, T]:
     name = fn.__name__.removeprefix("a")
     sync.__name__ = name
     sync.__qualname__ = fn.__qualname__.removesuffix(fn.__name__) + name
+    if doc is not None:
+        sync.__doc__ = doc
     return sync
