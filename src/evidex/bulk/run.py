@@ -10,6 +10,7 @@ signature of :func:`~evidex.bulk.local.run_local`; ``local`` is the one built in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -74,7 +75,8 @@ async def arun_bulk(
     Resumable: tasks whose id is in ``output`` already are skipped, so after a crash or
     ``kill -9`` the same call finishes the run and each task is in the output exactly once.
     Bad lines go to ``errors`` (default ``OUT.errors.jsonl``) with their line number; the run
-    goes on. ``concurrency``: tasks in flight (default: the configured ``max_concurrency``).
+    goes on. ``concurrency``: tasks in flight, and the run's ``max_concurrency`` (so also the
+    judge's in-flight limit, unless the judge has its own); default: the configured one.
     ``options``: the job's own options (``risk``, ``batch_size`` ...); classify takes the
     ``taxonomy``. ``judge``, ``store``, ``settings``, ``hooks``: as for every job.
     """
@@ -95,6 +97,7 @@ async def arun_bulk(
     limit = concurrency if concurrency is not None else settings.max_concurrency
     if limit < 1:
         raise ConfigError(f"concurrency must be at least 1, got {limit}")
+    settings = dataclasses.replace(settings, max_concurrency=limit)
     async with contextlib.AsyncExitStack() as stack:
         out_log = AppendLog(out_path, sync_interval=sync_interval, lock=True)
         stack.callback(out_log.close)

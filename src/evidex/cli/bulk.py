@@ -103,7 +103,8 @@ ConcurrencyOpt = Annotated[
         "-c",
         metavar="N",
         min=1,
-        help="Tasks in flight at once. Default: the configured max_concurrency "
+        help="Tasks in flight at once; also the judge's in-flight limit for the run, unless "
+        "the judge sets its own. Default: the configured max_concurrency "
         "(EVIDEX_MAX_CONCURRENCY).",
     ),
 ]
