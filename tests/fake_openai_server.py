@@ -32,9 +32,11 @@ __all__ = [
     "FakeOpenAIServer",
     "Raw",
     "Recorded",
+    "Refuses",
     "Reply",
     "Status",
     "closed_port",
+    "format_mode",
     "passages_in",
     "score_reply_for",
     "serve",
@@ -84,7 +86,29 @@ class Close:
     """Read the request, then drop the connection without answering."""
 
 
-Behaviour = Reply | Status | Raw | Close
+@dataclass(frozen=True)
+class Refuses:
+    """A server that accepts only some structured-output modes: a request whose
+    ``response_format`` is one of ``modes`` (``json_schema``, ``json_object+schema`` for a
+    json_object carrying a schema, ``json_object``) gets ``status`` naming response_format (as
+    llama-cpp-python's server answers: 500); any other gets ``reply``."""
+
+    modes: frozenset[str]
+    reply: Reply
+    status: int = 500
+
+
+def format_mode(body: Mapping[str, Any]) -> str:
+    """The structured-output mode of a request: its ``response_format`` type, ``json_object+
+    schema`` when a json_object carries a schema, ``none`` without one."""
+    fmt = body.get("response_format")
+    if not isinstance(fmt, Mapping):
+        return "none"
+    kind = str(fmt.get("type"))
+    return "json_object+schema" if kind == "json_object" and "schema" in fmt else kind
+
+
+Behaviour = Reply | Status | Raw | Close | Refuses
 
 
 @dataclass(frozen=True)
@@ -250,6 +274,13 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 server._in_flight(-1)
 
         def _answer(self, behaviour: Behaviour, body: dict[str, Any]) -> None:
+            if isinstance(behaviour, Refuses):
+                mode = format_mode(body)
+                if mode in behaviour.modes:
+                    message = f"response_format type {mode} is not supported: use text"
+                    behaviour = Status(behaviour.status, message, param="response_format")
+                else:
+                    behaviour = behaviour.reply
             if isinstance(behaviour, Close):
                 self.close_connection = True
             elif isinstance(behaviour, Raw):
@@ -351,7 +382,8 @@ def tier_reply_for(body: dict[str, Any]) -> str:
     the request's schema, picked by a hash of the id) and a snippet copied from the text.
 
     Use as ``Reply(tier_reply_for, delay_s=...)``."""
-    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    fmt = body.get("response_format") or {}
+    schema = (fmt.get("json_schema") or {}).get("schema") or fmt.get("schema") or {}
     try:
         names = list(schema["properties"]["classifications"]["items"]["properties"]["tier"]["enum"])
     except (KeyError, TypeError):

@@ -31,10 +31,13 @@ from tests.fake_openai_server import (
     Close,
     FakeOpenAIServer,
     Raw,
+    Refuses,
     Reply,
     Status,
     closed_port,
+    format_mode,
     serve,
+    tier_reply_for,
 )
 from tests.scripted import tier_reply
 
@@ -208,6 +211,75 @@ def test_server_rejecting_json_schema_gets_json_object_with_the_schema_and_it_is
     assert len(server.chat_requests) == 3
     notes = [r for r in store.audit_rows(run_id=second.run_id) if r["step"] == "judge.note"]
     assert notes == []  # detected once
+
+
+def test_server_answering_500_about_response_format_negotiates_once_per_endpoint(
+    server: FakeOpenAIServer, judge: OpenAIJudge, store: SqlStore
+) -> None:
+    """llama-cpp-python's server: json_schema refused with HTTP 500 naming response_format,
+    json_object with the schema accepted. Five batches at once: the refusal is detected and
+    noted once, every later request goes out as json_object, and no passage falls back."""
+    server.default = Refuses(frozenset({"json_schema"}), Reply(tier_reply_for))
+    many = [Passage(passage_id=f"q{i}", text=f"Fact {i} about vitamin D.") for i in range(25)]
+    result = run_tier(judge, store, many, batch_size=5)
+
+    assert {a.source for a in result.classifications} == {"judge"}
+    modes = [format_mode(r.body) for r in server.chat_requests]
+    refused = modes.count("json_schema")
+    # only the calls already on the wire when the first refusal came back were sent as json_schema
+    assert 1 <= refused <= FAST.max_concurrency
+    assert modes[refused:] == ["json_object+schema"] * 5
+    assert [r["status"] for r in judge_rows(store, result.run_id)] == ["ok"] * 5
+    notes = [r for r in store.audit_rows(run_id=result.run_id) if r["step"] == "judge.note"]
+    assert len(notes) == 1
+    assert "refused structured output json_schema (HTTP 500" in notes[0]["detail"]["detail"]
+    assert "json_object with the schema from now on" in notes[0]["detail"]["detail"]
+    assert judge.structured_output == "json_object"
+
+
+def test_server_refusing_json_schema_and_json_object_gets_the_prompt_alone(
+    server: FakeOpenAIServer, judge: OpenAIJudge, store: SqlStore, passages: list[Passage]
+) -> None:
+    refused = frozenset({"json_schema", "json_object+schema", "json_object"})
+    server.default = Refuses(refused, Reply(tier_reply_for))
+    first = run_tier(judge, store, passages)
+    second = run_tier(judge, store, passages, query="vitamin D dose for adults")
+
+    for result in (first, second):
+        assert {a.source for a in result.classifications} == {"judge"}
+    modes = [format_mode(r.body) for r in server.chat_requests]
+    assert modes == ["json_schema", "json_object+schema", "json_object", "none", "none"]
+    assert judge.structured_output == "none"
+    notes = [r for r in store.audit_rows(run_id=first.run_id) if r["step"] == "judge.note"]
+    assert len(notes) == 3 and "the prompt alone from now on" in notes[-1]["detail"]["detail"]
+
+
+def test_insisting_on_json_schema_against_a_500_refusal_is_a_config_error(
+    server: FakeOpenAIServer, store: SqlStore, passages: list[Passage]
+) -> None:
+    judge = make_judge(server.base_url, structured_output="json_schema")
+    server.default = Refuses(frozenset({"json_schema"}), Reply(tier_reply_for))
+    with pytest.raises(ConfigError, match="structured_output='auto'"):
+        run_tier(judge, store, passages)
+    assert len(server.chat_requests) == 1
+
+
+def test_the_call_skips_the_sdk_request_transformation(
+    server: FakeOpenAIServer,
+    judge: OpenAIJudge,
+    store: SqlStore,
+    passages: list[Passage],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import openai._utils._transform as transform
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the SDK's request transformation ran")
+
+    monkeypatch.setattr(transform, "_async_transform_recursive", refuse)
+    server.add(Reply(text_of(valid(passages))))
+    result = run_tier(judge, store, passages)
+    assert {a.source for a in result.classifications} == {"judge"}
 
 
 def test_explicit_json_schema_mode_rejected_is_a_config_error_without_retries(
