@@ -85,8 +85,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         seconds["score"].append(timed(scores))
         seconds["job"].append(timed(functools.partial(job, round_)))
         print(
-            f"round {round_ + 1}: score {seconds['score'][-1]:.2f}s "
-            f"job {seconds['job'][-1]:.2f}s"
+            f"round {round_ + 1}: score {seconds['score'][-1]:.2f}s job {seconds['job'][-1]:.2f}s"
         )
 
     med = {k: statistics.median(v) for k, v in seconds.items()}
