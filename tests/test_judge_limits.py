@@ -134,6 +134,7 @@ def test_200_service_requests_never_exceed_the_judge_limit(store: SqlStore) -> N
         chat_requests = len(fake.chat_requests)
 
     assert 1 < peak <= limit, f"peak in flight at the judge server: {peak}, limit {limit}"
+    print(f"peak in flight at the judge server: {peak} (limit {limit})")
     assert [r.status_code for r in responses] == [200] * n_requests, next(
         r.text for r in responses if r.status_code != 200
     )
@@ -180,6 +181,7 @@ def test_two_jobs_on_one_judge_share_its_limit(store: SqlStore) -> None:
     )
     assert tiered.judge_calls == 8 and reranked.judge_calls == 8
     assert 1 < peak <= limit, f"peak in flight at the judge server: {peak}, limit {limit}"
+    print(f"peak in flight at the judge server: {peak} (limit {limit})")
 
 
 def test_queue_wait_is_recorded_apart_from_the_call_latency(store: SqlStore) -> None:
