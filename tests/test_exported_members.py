@@ -14,6 +14,7 @@ def test_all_exports_exist() -> None:
 def test_no_public_name_outside_all() -> None:
     public = {n for n in dir(evidex) if not n.startswith("_")}
     modules = {
+        "bulk",
         "errors",
         "harness",
         "jobs",
