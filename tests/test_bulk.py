@@ -198,7 +198,7 @@ def test_errors_go_to_the_named_file(
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--engine", "ray"], "not available yet"),
+        (["--ray-address", "auto"], "go with --engine ray"),
         (["--concurrency", "0"], "concurrency"),
         (["--batch-size", "99"], "batch_size"),
     ],

@@ -12,12 +12,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from evidex.bulk.checkpoint import AppendLog, scan_output
 from evidex.bulk.local import run_local
+from evidex.bulk.ray_engine import run_ray
 from evidex.bulk.stats import BulkProgress, BulkStats
 from evidex.bulk.stream import TaskFeed, count_lines, open_input
 from evidex.bulk.tasks import JOBS, BulkJob
@@ -33,9 +34,9 @@ __all__ = ["ENGINES", "Engine", "arun_bulk", "default_errors_path", "run_bulk"]
 
 Engine = Callable[..., Awaitable[None]]
 
-ENGINES: dict[str, Engine] = {"local": run_local}
-"""Engines by name. ``ray`` is planned (Ray Data ``map_batches`` over the same
-:class:`~evidex.bulk.tasks.BulkJob`); until it is registered, asking for it is a usage error."""
+ENGINES: dict[str, Engine] = {"local": run_local, "ray": run_ray}
+"""Engines by name: ``local`` (this process) and ``ray`` (Ray Data ``map_batches`` over the same
+:class:`~evidex.bulk.tasks.BulkJob`, one judge per actor; the ``ray`` extra, imported when run)."""
 
 
 def default_errors_path(output: Path) -> Path:
@@ -47,8 +48,6 @@ def default_errors_path(output: Path) -> Path:
 def engine_of(name: str) -> Engine:
     if name in ENGINES:
         return ENGINES[name]
-    if name == "ray":
-        raise ConfigError("the ray engine is not available yet; use --engine local")
     raise ConfigError(f"unknown engine {name!r}; choose one of {', '.join(ENGINES)}")
 
 
@@ -60,6 +59,7 @@ async def arun_bulk(
     errors: str | Path | None = None,
     concurrency: int | None = None,
     engine: str = "local",
+    engine_options: Mapping[str, Any] | None = None,
     taxonomy: Taxonomy | Any = None,
     judge: Judge | str | None = None,
     store: StorePort | str | None = None,
@@ -79,6 +79,8 @@ async def arun_bulk(
     judge's in-flight limit, unless the judge has its own); default: the configured one.
     ``options``: the job's own options (``risk``, ``batch_size`` ...); classify takes the
     ``taxonomy``. ``judge``, ``store``, ``settings``, ``hooks``: as for every job.
+    ``engine_options``: the engine's own keywords (ray: ``address``, ``workers``,
+    ``judge_options``; see :func:`~evidex.bulk.ray_engine.run_ray`).
     """
     if job not in JOBS:
         raise ConfigError(f"unknown job {job!r}; choose one of {', '.join(JOBS)}")
@@ -134,6 +136,7 @@ async def arun_bulk(
                 concurrency=limit,
                 run=run,
                 on_progress=on_progress,
+                **(engine_options or {}),
             )
         finally:
             stats.finished = time.monotonic()

@@ -29,7 +29,8 @@ from evidex.bulk import BulkStats, run_bulk
 from evidex.bulk.run import engine_of
 from evidex.bulk.stream import open_input
 from evidex.cli._app import app, err_console
-from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags
+from evidex.cli._io import RunFlags, echo_hooks, endpoint_options, open_db, run_flags
+from evidex.cli._io import judge_options as cli_judge_options
 from evidex.cli._options import RiskOpt, examples_option, tiers_option, unset_option
 from evidex.errors import ConfigError
 from evidex.jobs import AuditPolicy
@@ -82,7 +83,7 @@ BulkOutputOpt = Annotated[
         metavar="OUT.jsonl",
         dir_okay=False,
         help="Results, one JSON object a line carrying the task's 'id', appended in "
-        "completion order (not input order). Also the checkpoint: ids already in it are "
+        "completion order (--engine ray: input order). Also the checkpoint: ids already in it are "
         "skipped, so rerunning the same command resumes.",
     ),
 ]
@@ -113,7 +114,27 @@ EngineFlag = Annotated[
     typer.Option(
         "--engine",
         case_sensitive=False,
-        help="local: this process (asyncio). ray: Ray Data (not available yet).",
+        help="local: this process (asyncio). ray: Ray Data, one judge per actor, on this "
+        "machine or the cluster at --ray-address (pip install 'evidex[ray]').",
+    ),
+]
+RayAddressOpt = Annotated[
+    str | None,
+    unset_option(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="With --engine ray: the cluster to join (auto, ray://HOST:10001, or RAY_ADDRESS). "
+        "Default: start Ray on this machine.",
+    ),
+]
+RayWorkersOpt = Annotated[
+    int | None,
+    unset_option(
+        "--ray-workers",
+        metavar="N",
+        min=1,
+        help="With --engine ray: actors, each with its own judge and store connection "
+        "(--concurrency tasks in flight each). Default: one per CPU.",
     ),
 ]
 
@@ -162,10 +183,25 @@ def _run(
     errors: Path | None,
     concurrency: int | None,
     engine: EngineOpt,
+    ray_address: str | None = None,
+    ray_workers: int | None = None,
     **options: Any,
 ) -> None:
     engine_of(engine.value)  # usage errors before the judge loads
     open_input(input)
+    engine_options: dict[str, Any] = {}
+    if engine is EngineOpt.RAY:
+        judge_options = {
+            **cli_judge_options(flags.judge_option),
+            **endpoint_options(flags.base_url),
+        }
+        engine_options = {
+            "address": ray_address,
+            "workers": ray_workers,
+            "judge_options": judge_options,
+        }
+    elif ray_address is not None or ray_workers is not None:
+        raise ConfigError("--ray-address and --ray-workers go with --engine ray")
     with (
         flags.job_judge(job) as judge,
         open_db(flags.db) as store,
@@ -178,6 +214,7 @@ def _run(
             errors=errors,
             concurrency=concurrency,
             engine=engine.value,
+            engine_options=engine_options,
             judge=judge,
             store=store,
             hooks=echo_hooks(),
@@ -227,6 +264,8 @@ def bulk_tier(
     errors: ErrorsOpt = None,
     concurrency: ConcurrencyOpt = None,
     engine: EngineFlag = EngineOpt.LOCAL,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     risk: RiskOpt = RiskLevel.LOW,
     batch_size: Annotated[
         int, typer.Option("--batch-size", metavar="N", help="Passages per judge call, 5 to 15.")
@@ -250,6 +289,8 @@ def bulk_tier(
         errors,
         concurrency,
         engine,
+        ray_address,
+        ray_workers,
         risk=risk,
         batch_size=batch_size,
         tiers=TierScheme.from_file(tiers) if tiers else None,
@@ -266,6 +307,8 @@ def bulk_rerank(
     errors: ErrorsOpt = None,
     concurrency: ConcurrencyOpt = None,
     engine: EngineFlag = EngineOpt.LOCAL,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     strategy: Annotated[
         str | None,
         unset_option(
@@ -295,6 +338,8 @@ def bulk_rerank(
         errors,
         concurrency,
         engine,
+        ray_address,
+        ray_workers,
         strategy=strategy,
         top_k=top_k,
         top_n=top_n,
@@ -319,6 +364,8 @@ def bulk_classify(
     errors: ErrorsOpt = None,
     concurrency: ConcurrencyOpt = None,
     engine: EngineFlag = EngineOpt.LOCAL,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     multi_label: Annotated[bool, typer.Option("--multi-label", help="Allow several labels.")] = (
         False
     ),
@@ -349,6 +396,8 @@ def bulk_classify(
         errors,
         concurrency,
         engine,
+        ray_address,
+        ray_workers,
         taxonomy=Taxonomy.from_file(labels),
         multi_label=multi_label,
         threshold=threshold,
@@ -367,6 +416,8 @@ def bulk_audit(
     errors: ErrorsOpt = None,
     concurrency: ConcurrencyOpt = None,
     engine: EngineFlag = EngineOpt.LOCAL,
+    ray_address: RayAddressOpt = None,
+    ray_workers: RayWorkersOpt = None,
     mode: Annotated[
         ModeOpt,
         typer.Option(
@@ -407,6 +458,8 @@ def bulk_audit(
         errors,
         concurrency,
         engine,
+        ray_address,
+        ray_workers,
         mode=mode.value,
         risk=risk,
         policy=policy,
