@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from evidex.errors import InputError, StoreError
+from evidex.errors import InputError, ReviewConflict, StoreError
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
 from evidex.store import SqlStore, default_url, open_store
 
 
 def test_migrations_are_numbered_and_idempotent(store: SqlStore) -> None:
-    assert store.schema_version() == 2
+    assert store.schema_version() == 3
     assert store.migrate() == []
 
 
@@ -71,8 +71,8 @@ def test_review_queue_lifecycle(store: SqlStore) -> None:
     assert resolved["resolved_at"] >= resolved["created_at"]
     assert store.list_reviews() == []
     assert len(store.list_reviews(status=None)) == 1
-    with pytest.raises(InputError, match="already resolved"):
-        store.resolve_review(item_id, decision="x")
+    with pytest.raises(ReviewConflict, match="already resolved"):
+        store.resolve_review(item_id, decision="irrelevant")
     with pytest.raises(InputError, match="no review item"):
         store.get_review(999)
     with pytest.raises(InputError, match="decision is required"):

@@ -99,7 +99,7 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
 
 @pytest.mark.network
 def test_postgres_store_round_trip(pg_store: SqlStore) -> None:
-    assert pg_store.schema_version() == 2
+    assert pg_store.schema_version() == 3
     pg_store.append_audit(
         AuditRecord(run_id="r", job="tier", status="ok", labels={"a": "irrelevant"})
     )
@@ -110,7 +110,7 @@ def test_postgres_store_round_trip(pg_store: SqlStore) -> None:
     pg_store.cache_put("k", "tier", {"v": 1})
     assert pg_store.cache_get("k") == {"v": 1}
     item = pg_store.add_review(ReviewRequest(job="tier", reason="r", run_id="r"))
-    assert pg_store.resolve_review(item, decision="ok")["status"] == "resolved"
+    assert pg_store.resolve_review(item, decision="accept")["status"] == "resolved"
 
 
 @pytest.mark.network

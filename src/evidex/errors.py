@@ -15,6 +15,7 @@ misbehaved while the input was fine. Callers catch the branch they can act on::
         │   │   └── CircuitOpenError  the breaker is open: fail fast, no call was made
         │   └── JudgeOutputInvalid    still invalid after every re-ask (carries the attempts)
         └── StoreError                the audit log / cache / review queue could not be written
+            └── ReviewConflict        someone else got there first: resolved, or leased to another
 
 Vendor exceptions are converted to this tree in one place per backend (``raise ... from exc``).
 """
@@ -34,6 +35,7 @@ __all__ = [
     "JudgeOutputInvalid",
     "JudgeUnavailable",
     "MissingExtraError",
+    "ReviewConflict",
     "RunError",
     "StoreError",
     "UnknownJudgeError",
@@ -129,3 +131,8 @@ class JudgeOutputInvalid(JudgeError):
 
 class StoreError(RunError):
     """The store (audit log, cache, review queue) failed."""
+
+
+class ReviewConflict(StoreError):
+    """A review item changed under the caller: another reviewer resolved it first, or holds its
+    lease. Nothing was written; the service answers 409, the CLI exits 2."""

@@ -1,7 +1,9 @@
 """Tables of the store, and the numbered migrations that create them.
 
 A migration is a small named function; ``schema_migrations`` records which ran. Never edit one
-that has shipped: add the next.
+that has shipped: add the next. The first one creates the tables from their definitions below,
+which also carry the columns added since; so a migration that adds a column adds it only where
+it is missing (a fresh database has it from the first).
 """
 
 from __future__ import annotations
@@ -73,6 +75,11 @@ review_queue = sa.Table(
     sa.Column("reviewer", sa.String(200), nullable=True),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("resolved_at", sa.DateTime(timezone=True), nullable=True),
+    # migration 3: leases (who works on an item, until when) and the key that makes enqueueing
+    # idempotent (unique among pending items)
+    sa.Column("lease_holder", sa.String(200), nullable=True),
+    sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Column("dedup_key", sa.String(64), nullable=True),
 )
 
 golden_labels = sa.Table(
@@ -111,7 +118,25 @@ def _m2_audit_log_append_only(conn: Connection) -> None:
         )
 
 
+def _m3_review_leases_and_dedup(conn: Connection) -> None:
+    """Claims lease an item to one reviewer; the same input and reason is one pending item."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns("review_queue")}
+    for column in ("lease_holder", "lease_expires_at", "dedup_key"):
+        if column not in present:
+            kind = review_queue.c[column].type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE review_queue ADD COLUMN {column} {kind}")
+    conn.exec_driver_sql(
+        "CREATE UNIQUE INDEX IF NOT EXISTS review_queue_pending_dedup "
+        "ON review_queue (dedup_key) WHERE status = 'pending'"
+    )
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS review_queue_pending_lease "
+        "ON review_queue (status, lease_expires_at)"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial tables", _m1_initial_tables),
     (2, "audit log append-only", _m2_audit_log_append_only),
+    (3, "review leases and idempotent enqueue", _m3_review_leases_and_dedup),
 ]

@@ -9,7 +9,6 @@ import queue
 import threading
 import weakref
 from collections.abc import Callable, Iterator
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +16,19 @@ import sqlalchemy as sa
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.pool import StaticPool
 
-from evidex.errors import ConfigError, InputError, StoreError
+from evidex.errors import ConfigError, StoreError
 from evidex.harness.events import AuditRecord
-from evidex.harness.ports import ReviewRequest
 from evidex.store import _schema as t
+from evidex.store._reviews import ReviewQueue
+from evidex.store._util import aware as _aware
+from evidex.store._util import new_id as _new_id
+from evidex.store._util import now as _now
+from evidex.store._util import safe_url as _safe_url
+from evidex.store._util import select_where as _select
 
 __all__ = ["SqlStore", "default_url", "open_store"]
 
-REVIEW_DECISIONS_HINT = "a tier, label, claim status or 'accept'/'reject'"
+MIGRATION_LOCK = 0x65766964_6D696772  # "evidmigr": the advisory lock key of migrations
 
 
 def default_url() -> str:
@@ -42,18 +46,9 @@ def open_store(url: str | None = None) -> SqlStore:
     return SqlStore(url or default_url())
 
 
-def _now() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _aware(value: datetime | None) -> datetime | None:
-    if value is not None and value.tzinfo is None:
-        return value.replace(tzinfo=timezone.utc)
-    return value
-
-
-class SqlStore:
-    """Audit log (append-only), content-addressed cache, review queue and golden labels."""
+class SqlStore(ReviewQueue):
+    """Audit log (append-only), content-addressed cache, review queue (:mod:`._reviews`) and
+    golden labels."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -86,10 +81,23 @@ class SqlStore:
     # ------------------------------------------------------------------ schema
 
     def migrate(self) -> list[int]:
-        """Apply the numbered migrations that have not run yet; returns their numbers."""
+        """Apply the numbered migrations that have not run yet; returns their numbers.
+
+        Safe when several processes open a fresh database at once: the migrations run in one
+        transaction under a lock (PostgreSQL: ``pg_advisory_xact_lock``; SQLite: ``BEGIN
+        IMMEDIATE``, the database's write lock), and what has run is read again inside it, so
+        the processes that waited find the work done and apply nothing."""
         applied: list[int] = []
         try:
-            with self.engine.begin() as conn:
+            if self._migrated():
+                return []
+            with self._lock, self.engine.connect() as conn:
+                if conn.dialect.name == "sqlite":
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+                elif conn.dialect.name == "postgresql":
+                    conn.execute(
+                        sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK}
+                    )
                 t.migrations_table.create(conn, checkfirst=True)
                 done = {row.number for row in conn.execute(sa.select(t.migrations_table.c.number))}
                 for number, name, fn in t.MIGRATIONS:
@@ -102,11 +110,18 @@ class SqlStore:
                         )
                     )
                     applied.append(number)
-        except IntegrityError:
-            return []  # another process migrated concurrently
+                conn.commit()
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot migrate the store at {_safe_url(self.url)}: {exc}") from exc
         return applied
+
+    def _migrated(self) -> bool:
+        """Whether every migration has run (read without a lock: the common case, cheap)."""
+        with self._lock, self.engine.connect() as conn:
+            if not sa.inspect(conn).has_table(t.migrations_table.name):
+                return False
+            done = {row.number for row in conn.execute(sa.select(t.migrations_table.c.number))}
+        return all(number in done for number, _, _ in t.MIGRATIONS)
 
     def schema_version(self) -> int:
         with self.engine.connect() as conn:
@@ -166,52 +181,6 @@ class SqlStore:
             stmt = stmt.where(t.cache.c.job == job)
         return self._write(stmt)
 
-    # ------------------------------------------------------------------ review queue
-
-    def add_review(self, request: ReviewRequest) -> int:
-        values = request.model_dump(mode="json")
-        values.update(status="pending", created_at=_now())
-        with self._lock:
-            try:
-                with self.engine.begin() as conn:
-                    result = conn.execute(t.review_queue.insert().values(**values))
-                    return _new_id(result)
-            except SQLAlchemyError as exc:
-                raise StoreError(f"cannot write the review queue: {exc}") from exc
-
-    def list_reviews(
-        self, *, status: str | None = "pending", job: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]:
-        query = _select(t.review_queue, t.review_queue.c.id, limit, status=status, job=job)
-        return [self._review_row(r) for r in self._read(query)]
-
-    def get_review(self, item_id: int) -> dict[str, Any]:
-        rows = self._read(sa.select(t.review_queue).where(t.review_queue.c.id == item_id))
-        if not rows:
-            raise InputError(f"no review item with id {item_id}")
-        return self._review_row(rows[0])
-
-    def resolve_review(
-        self, item_id: int, *, decision: str, reviewer: str | None = None, note: str | None = None
-    ) -> dict[str, Any]:
-        if not decision.strip():
-            raise InputError(f"a decision is required ({REVIEW_DECISIONS_HINT})")
-        item = self.get_review(item_id)
-        if item["status"] == "resolved":
-            raise InputError(f"review item {item_id} is already resolved ({item['decision']!r})")
-        self._write(
-            t.review_queue.update()
-            .where(t.review_queue.c.id == item_id)
-            .values(
-                status="resolved",
-                decision=decision,
-                reviewer=reviewer,
-                note=note,
-                resolved_at=_now(),
-            )
-        )
-        return self.get_review(item_id)
-
     # ------------------------------------------------------------------ golden labels
 
     def add_golden(self, job: str, item: dict[str, Any], label: Any, origin: str) -> int:
@@ -228,12 +197,6 @@ class SqlStore:
         yield from self._read(query.order_by(t.golden_labels.c.id))
 
     # ------------------------------------------------------------------ internals
-
-    @staticmethod
-    def _review_row(row: dict[str, Any]) -> dict[str, Any]:
-        row["created_at"] = _aware(row["created_at"])
-        row["resolved_at"] = _aware(row["resolved_at"])
-        return row
 
     def _read(self, query: Any) -> list[dict[str, Any]]:
         try:
@@ -350,32 +313,6 @@ def _flush_open_stores() -> None:
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA busy_timeout=10000")  # first: switching to WAL may have to wait
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=10000")
     cursor.close()
-
-
-def _safe_url(url: str) -> str:
-    """The URL without its password, for messages."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except Exception:
-        return "<unparseable URL>"
-
-
-def _new_id(result: Any) -> int:
-    """The primary key of the row an INSERT just wrote."""
-    key = result.inserted_primary_key
-    if key is None:
-        raise StoreError("the database returned no id for the new row")
-    return int(key[0])
-
-
-def _select(table: sa.Table, order: Any, limit: int | None, **equal: str | None) -> Any:
-    """Rows of ``table`` in ``order`` whose columns equal the given values (a value of None or
-    "" matches any), at most ``limit`` (None or 0: all)."""
-    query = sa.select(table).order_by(order)
-    for column, value in equal.items():
-        if value:
-            query = query.where(table.c[column] == value)
-    return query.limit(limit) if limit else query

@@ -1,0 +1,235 @@
+"""The review queue, safe for several reviewers and several processes at once.
+
+- **Enqueueing is idempotent.** An item's ``dedup_key`` hashes what does not change between
+  runs (job, reason, the query or input, the step, the passages' ids and texts); a unique
+  index over the keys of *pending* items makes a retried request or a cache-served repeat
+  return the pending item that is already there instead of adding a second one.
+- **Claiming leases.** :meth:`ReviewQueue.claim_review` gives one reviewer the oldest pending
+  item that nobody holds (or whose lease ran out), for ``lease_s`` seconds. PostgreSQL picks
+  it with ``SELECT ... FOR UPDATE SKIP LOCKED``; SQLite with a conditional ``UPDATE`` whose row
+  count says whether this process won.
+- **Resolving is a conditional update from pending**, allowed to the lease holder or when no
+  lease holds; whoever comes second gets :class:`~evidex.errors.ReviewConflict` and nothing is
+  written. The decision is checked against the job's and the item's allowed values first
+  (:mod:`evidex.store._decisions`).
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from evidex._text import sha256_hex, stable_json
+from evidex.errors import InputError, ReviewConflict, StoreError
+from evidex.harness.ports import ReviewRequest
+from evidex.store import _schema as t
+from evidex.store._decisions import check_decision
+from evidex.store._util import aware, new_id, now, select_where
+
+__all__ = ["DEFAULT_LEASE_S", "ReviewQueue", "review_key"]
+
+DEFAULT_LEASE_S = 15 * 60.0
+"""How long a claim holds an item when the caller does not say: long enough to read it."""
+
+_KEY_FIELDS = ("query", "input", "question", "answer", "step", "label", "segment")
+"""Payload fields that say what is reviewed; the rest (grades, attempts, raw outputs, the run's
+sources) may differ between two runs over the same input."""
+
+q = t.review_queue
+
+
+def review_key(request: ReviewRequest) -> str:
+    """The dedup key of a request: the same input and reason give the same key in every run."""
+    payload = request.payload
+    passages = payload.get("passages")
+    material = {
+        "job": request.job,
+        "reason": request.reason,
+        "passage_ids": list(request.passage_ids),
+        "passages": [
+            [p.get("passage_id"), p.get("text")]
+            for p in (passages if isinstance(passages, list) else [])
+            if isinstance(p, dict)
+        ],
+        **{name: payload.get(name) for name in _KEY_FIELDS if name in payload},
+    }
+    return sha256_hex(stable_json(material))
+
+
+class ReviewQueue:
+    """The review-queue part of :class:`~evidex.store.SqlStore` (which provides these)."""
+
+    engine: sa.Engine
+    _lock: threading.RLock
+
+    def _read(self, query: Any) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _write(self, stmt: Any, rows: list[dict[str, Any]] | None = None) -> int:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ enqueue
+
+    def add_review(self, request: ReviewRequest) -> int:
+        """Add an item, or return the id of the pending item with the same input and reason."""
+        values = request.model_dump(mode="json")
+        key = review_key(request)
+        values.update(status="pending", created_at=now(), dedup_key=key)
+        pending = sa.select(q.c.id).where(q.c.dedup_key == key, q.c.status == "pending")
+        with self._lock:
+            try:
+                with self.engine.begin() as conn:
+                    existing = conn.execute(pending).scalar()
+                    if existing is not None:
+                        return int(existing)
+                    return new_id(conn.execute(q.insert().values(**values)))
+            except IntegrityError as exc:
+                # another process added the same item between our check and our insert: the
+                # unique index kept it to one, and that one is the answer
+                with self.engine.connect() as conn:
+                    existing = conn.execute(pending).scalar()
+                if existing is None:
+                    raise StoreError(f"cannot write the review queue: {exc}") from exc
+                return int(existing)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"cannot write the review queue: {exc}") from exc
+
+    # ------------------------------------------------------------------ read
+
+    def list_reviews(
+        self, *, status: str | None = "pending", job: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        query = select_where(q, q.c.id, limit, status=status, job=job)
+        return [_review_row(r) for r in self._read(query)]
+
+    def get_review(self, item_id: int) -> dict[str, Any]:
+        rows = self._read(sa.select(q).where(q.c.id == item_id))
+        if not rows:
+            raise InputError(f"no review item with id {item_id}")
+        return _review_row(rows[0])
+
+    # ------------------------------------------------------------------ leases
+
+    def claim_review(
+        self, reviewer: str, *, job: str | None = None, lease_s: float = DEFAULT_LEASE_S
+    ) -> dict[str, Any] | None:
+        """Lease the oldest pending item nobody holds (or whose lease expired) to ``reviewer``
+        for ``lease_s`` seconds; None when there is none. Two reviewers never get the same
+        item while its lease holds."""
+        if not reviewer.strip():
+            raise InputError("a claim needs the reviewer's name")
+        if not 0 < lease_s <= 7 * 24 * 3600:
+            raise InputError("a lease lasts more than 0 seconds and at most 7 days")
+        start = now()
+        free = sa.and_(
+            q.c.status == "pending",
+            sa.or_(q.c.lease_holder.is_(None), q.c.lease_expires_at <= start),
+        )
+        if job:
+            free = sa.and_(free, q.c.job == job)
+        lease = {"lease_holder": reviewer, "lease_expires_at": start + timedelta(seconds=lease_s)}
+        try:
+            if self.engine.dialect.name == "postgresql":
+                claimed = self._claim_skip_locked(free, lease)
+            else:
+                claimed = self._claim_conditional(free, lease)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot claim a review item: {exc}") from exc
+        return None if claimed is None else self.get_review(claimed)
+
+    def _claim_skip_locked(self, free: Any, lease: dict[str, Any]) -> int | None:
+        with self.engine.begin() as conn:
+            item_id = conn.execute(
+                sa.select(q.c.id)
+                .where(free)
+                .order_by(q.c.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            ).scalar()
+            if item_id is None:
+                return None
+            conn.execute(q.update().where(q.c.id == item_id).values(**lease))
+            return int(item_id)
+
+    def _claim_conditional(self, free: Any, lease: dict[str, Any]) -> int | None:
+        while True:
+            candidates = [
+                r["id"]
+                for r in self._read(sa.select(q.c.id).where(free).order_by(q.c.id).limit(20))
+            ]
+            if not candidates:
+                return None
+            for item_id in candidates:  # the update re-checks: another process may have won
+                if self._write(q.update().where(q.c.id == item_id, free).values(**lease)) == 1:
+                    return int(item_id)
+
+    def release_review(self, item_id: int, reviewer: str) -> dict[str, Any]:
+        """Give a claimed item back to the queue before its lease runs out."""
+        released = self._write(
+            q.update()
+            .where(q.c.id == item_id, q.c.status == "pending", q.c.lease_holder == reviewer)
+            .values(lease_holder=None, lease_expires_at=None)
+        )
+        item = self.get_review(item_id)
+        if not released:
+            raise ReviewConflict(_conflict(item, reviewer))
+        return item
+
+    # ------------------------------------------------------------------ resolve
+
+    def resolve_review(
+        self, item_id: int, *, decision: str, reviewer: str | None = None, note: str | None = None
+    ) -> dict[str, Any]:
+        """Record a decision on a pending item, once: the decision must be one the item allows
+        (else :class:`~evidex.errors.InputError`); an item already resolved, or leased to
+        another reviewer, raises :class:`~evidex.errors.ReviewConflict` and nothing is
+        written."""
+        item = self.get_review(item_id)
+        if item["status"] != "pending":
+            raise ReviewConflict(_conflict(item, reviewer))
+        value = check_decision(str(item["job"]), item, decision)
+        at = now()
+        may = sa.or_(q.c.lease_holder.is_(None), q.c.lease_expires_at <= at)
+        if reviewer:
+            may = sa.or_(may, q.c.lease_holder == reviewer)
+        written = self._write(
+            q.update()
+            .where(q.c.id == item_id, q.c.status == "pending", may)
+            .values(
+                status="resolved",
+                decision=value,
+                reviewer=reviewer,
+                note=note,
+                resolved_at=at,
+                lease_holder=None,
+                lease_expires_at=None,
+            )
+        )
+        if written != 1:
+            raise ReviewConflict(_conflict(self.get_review(item_id), reviewer))
+        return self.get_review(item_id)
+
+
+def _conflict(item: dict[str, Any], reviewer: str | None) -> str:
+    if item["status"] != "pending":
+        return (
+            f"review item {item['id']} is already resolved ({item['decision']!r} by "
+            f"{item['reviewer'] or 'an unnamed reviewer'}); nothing was written"
+        )
+    holder, until = item.get("lease_holder"), item.get("lease_expires_at")
+    if holder and holder != reviewer and until is not None:
+        return (
+            f"review item {item['id']} is claimed by {holder} until "
+            f"{until.isoformat(timespec='seconds')}; nothing was written"
+        )
+    return f"review item {item['id']} is not claimed by {reviewer or 'you'}; nothing was written"
+
+
+def _review_row(row: dict[str, Any]) -> dict[str, Any]:
+    for name in ("created_at", "resolved_at", "lease_expires_at"):
+        row[name] = aware(row.get(name))
+    return row
