@@ -28,7 +28,7 @@ from pydantic import BaseModel, Field
 
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
-from evidex.types import Event, Source, Usage
+from evidex.types import Event, Passage, Source, Usage
 
 if TYPE_CHECKING:
     from evidex.harness.runner import Harness
@@ -44,6 +44,7 @@ __all__ = [
     "Routed",
     "run_planned",
     "verdict",
+    "with_passages",
 ]
 
 Progress = Callable[[int, int], None]
@@ -147,16 +148,23 @@ class JobRun:
         return self.harness.review(self.ctx, request)
 
     def review_request(
-        self, reason: str, payload: dict[str, Any], passage_ids: Sequence[str] = ()
+        self,
+        reason: str,
+        payload: dict[str, Any],
+        passage_ids: Sequence[str] = (),
+        *,
+        passages: Sequence[Passage] = (),
     ) -> ReviewRequest:
-        """A review request of this run (job, run id and risk filled in)."""
+        """A review request of this run (job, run id and risk filled in). ``passages``: the
+        passages the reviewer reads, stored in full in the payload (see
+        :func:`with_passages`)."""
         return ReviewRequest(
             job=self.ctx.job,
             reason=reason,
             run_id=self.ctx.run_id,
             risk=self.ctx.risk,
             passage_ids=list(passage_ids),
-            payload=payload,
+            payload=with_passages(payload, passages, passage_ids),
         )
 
     def provenance(self, prompt_version: str) -> dict[str, Any]:
@@ -214,6 +222,25 @@ class JobRun:
     @property
     def fallbacks(self) -> list[Outcome[Any]]:
         return [o for o in self.outcomes if o.source == "fallback"]
+
+
+def with_passages(
+    payload: dict[str, Any], passages: Sequence[Passage], passage_ids: Sequence[str] = ()
+) -> dict[str, Any]:
+    """``payload`` with the review item's passages in full under ``"passages"`` (id, text,
+    title, url), so a reviewer reads what the judge read; those of ``passage_ids`` only, when
+    given. A payload that already has them is returned as it is."""
+    if "passages" in payload or not passages:
+        return payload
+    wanted = set(passage_ids)
+    shown = [p for p in passages if not wanted or p.passage_id in wanted]
+    return {
+        **payload,
+        "passages": [
+            {"passage_id": p.passage_id, "text": p.text, "title": p.title, "url": p.url}
+            for p in shown
+        ],
+    }
 
 
 def verdict(outcomes: Sequence[Outcome[Any]]) -> Source:

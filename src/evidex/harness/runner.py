@@ -15,6 +15,7 @@ For a whole job (:meth:`Harness.run`, :meth:`Harness.run_many`): see :mod:`evide
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import time
@@ -27,14 +28,22 @@ from pydantic import BaseModel
 from evidex._text import extract_json_object, sha256_hex, stable_json
 from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
 from evidex.harness.events import AuditRecord, Hooks
-from evidex.harness.job import JobSpec, Plan, Progress, run_many_planned, run_planned
+from evidex.harness.job import (
+    JobSpec,
+    Plan,
+    Progress,
+    run_many_planned,
+    run_planned,
+    with_passages,
+)
 from evidex.harness.metrics import metrics
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.harness.settings import HarnessSettings
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
-from evidex.types import Usage
+from evidex.taxonomy import Taxonomy
+from evidex.types import Passage, TierScheme, Usage
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
@@ -379,14 +388,19 @@ class Harness:
                     risk=ctx.risk,
                     batch_id=base["batch_id"],
                     passage_ids=list(info.passage_ids),
-                    payload={
-                        "query": info.query,
-                        "step": step.name,
-                        "errors": [list(a.errors) for a in attempts],
-                        "last_raw_output": last_raw,
-                        "fallback": value.model_dump(mode="json"),
-                        **dict(info.extra),
-                    },
+                    payload=with_passages(
+                        {
+                            "query": info.query,
+                            "step": step.name,
+                            "errors": [list(a.errors) for a in attempts],
+                            "last_raw_output": last_raw,
+                            "fallback": value.model_dump(mode="json"),
+                            **_vocabulary(batch),
+                            **dict(info.extra),
+                        },
+                        _passages_of(batch),
+                        info.passage_ids,
+                    ),
                 ),
             )
         )
@@ -447,3 +461,30 @@ def _parse(text: str) -> Any:
         return extract_json_object(text)
     except ValueError as exc:
         raise ReplyInvalid([f"invalid JSON: {exc}"]) from exc
+
+
+def _passages_of(batch: Any) -> list[Passage]:
+    """The passages a batch shows the judge (fields holding a passage or a tuple of them), for
+    the review item of a fallback: the reviewer reads them in full."""
+    found: list[Passage] = []
+    for value in _fields(batch):
+        items = value if isinstance(value, (tuple, list)) else (value,)
+        found += [p for p in items if isinstance(p, Passage)]
+    return found
+
+
+def _vocabulary(batch: Any) -> dict[str, list[str]]:
+    """What a reviewer may decide on a fallback's item: the batch's tier names or labels."""
+    found: dict[str, list[str]] = {}
+    for value in _fields(batch):
+        if isinstance(value, TierScheme):
+            found["tiers"] = list(value.names)
+        elif isinstance(value, Taxonomy):
+            found["labels"] = list(value.names)
+    return found
+
+
+def _fields(batch: Any) -> list[Any]:
+    if not dataclasses.is_dataclass(batch) or isinstance(batch, type):
+        return []
+    return [getattr(batch, f.name) for f in dataclasses.fields(batch)]

@@ -279,6 +279,8 @@ class AuditSpec:
                     "claims": [c.model_dump(mode="json") for c in graded.claims],
                     "decision": decision.model_dump(mode="json"),
                 },
+                [p.passage_id for p in plan.data.passages],
+                passages=plan.data.passages,
             )
         ]
 

@@ -312,8 +312,10 @@ class ClassifySpec:
                     "label": assignment.label if assignment else None,
                     "assignment": assignment.model_dump(mode="json") if assignment else None,
                     "result": value,
+                    "labels": list(batch.taxonomy.names),
                 },
                 [p.passage_id for p in batch.passages],
+                passages=batch.passages,
             )
             for reason, assignment in wanted
         ]

@@ -210,8 +210,13 @@ class TierSpec:
         return [
             run.review_request(
                 f"high risk: {top} grade needs human confirmation",
-                {"query": plan.query, "assignment": a.model_dump(mode="json")},
+                {
+                    "query": plan.query,
+                    "assignment": a.model_dump(mode="json"),
+                    "tiers": list(self.scheme.names),
+                },
                 [a.passage_id],
+                passages=plan.data.items,
             )
             for a in result.classifications
             if a.tier == top
