@@ -395,7 +395,7 @@ def test_fallback_exits_0_with_source_and_review_items_then_review_round_trip(
 
     code, out, _ = run(capsys, "review", "list", "--json")
     assert code == 0
-    (item,) = [json.loads(line) for line in out.splitlines()]
+    (item,) = json.loads(out)  # one JSON array, like GET /review
     assert item["id"] == item_id and item["status"] == "pending" and item["job"] == "tier"
     assert item["passage_ids"] == [f"p{i}" for i in range(1, 13)]
 
@@ -424,7 +424,7 @@ def test_fallback_exits_0_with_source_and_review_items_then_review_round_trip(
     code, out, err = run(capsys, "review", "list")
     assert code == 0 and out == "" and "no pending review items" in err
     code, out, _ = run(capsys, "review", "list", "--status", "resolved", "--json")
-    resolved = json.loads(out)
+    (resolved,) = json.loads(out)
     assert resolved["decision"] == "irrelevant" and resolved["reviewer"] == "alice"
     assert resolved["note"] == "off-topic batch" and resolved["resolved_at"]
     code, out, _ = run(capsys, "review", "show", str(item_id), "--json")
@@ -454,7 +454,7 @@ def test_log_shows_the_rows_of_a_run(
 
     code, out, _ = run(capsys, "log", "--json", "--run", run_id)
     assert code == 0
-    rows = [json.loads(line) for line in out.splitlines()]
+    rows = json.loads(out)  # one JSON array, like GET /log
     assert sorted(r["status"] for r in rows) == ["invalid", "ok", "ok"]
     for row in rows:
         assert row["run_id"] == run_id and row["judge_id"] == "scripted"
@@ -475,7 +475,7 @@ def test_log_shows_the_rows_of_a_run(
     assert "100+20" not in out
 
     code, out, _ = run(capsys, "log", "--json", "--last", "1")
-    assert len(out.splitlines()) == 1
+    assert len(json.loads(out)) == 1
     code, out, err = run(capsys, "log", "--job", "audit")
     assert code == 0 and out == "" and "no audit-log rows match" in err
 
@@ -615,6 +615,8 @@ def test_read_passages_rejects_non_utf8(tmp_path: Path) -> None:
         (["review", "list"], ["--status", "--job", "--json", "--db"]),
         (["review", "show"], ["ID", "--json", "--db"]),
         (["review", "resolve"], ["ID", "--decision", "--note", "--reviewer", "--db"]),
+        (["review", "claim"], ["--job", "--lease", "--reviewer", "--json", "--db"]),
+        (["review", "release"], ["ID", "--reviewer", "--db"]),
         (
             ["demo"],
             [

@@ -1,4 +1,4 @@
-"""``evidex log``: read the audit log, as a table for people or JSON lines for tools."""
+"""``evidex log``: read the audit log, as a table for people or a JSON array for tools."""
 
 from __future__ import annotations
 
@@ -39,7 +39,10 @@ def log_command(
     ] = None,
     job: Annotated[str | None, job_option("Only this job (tier, rerank ...).")] = None,
     as_json: Annotated[
-        bool, json_option("One JSON object a line, every column, raw output too.")
+        bool,
+        json_option(
+            "One JSON array of the rows (the shape of GET /log), every column, raw output too."
+        ),
     ] = False,
     db: DbOpt = None,
 ) -> None:
@@ -53,7 +56,7 @@ def log_command(
     with open_db(db) as store:
         rows = store.audit_rows(last=last or None, run_id=run, job=job)
     if as_json:
-        sys.stdout.writelines(json_line(row) + "\n" for row in rows)
+        sys.stdout.write(json_line(rows, indent=2) + "\n")
         return
     if not rows:
         err_console.print("no audit-log rows match")

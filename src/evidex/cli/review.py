@@ -1,11 +1,12 @@
-"""``evidex review``: the human review queue — list items, show one, record a decision."""
+"""``evidex review``: the human review queue — list items, show one, claim one, record a
+decision."""
 
 from __future__ import annotations
 
 import getpass
 import sys
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich import box
@@ -13,9 +14,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evidex.cli._app import app, err_console
+from evidex.cli._app import EXIT_USAGE, app, err_console
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, job_option, json_option, unset_option
+from evidex.errors import ReviewConflict
+from evidex.store import DEFAULT_LEASE_S
 
 __all__ = ["review_app"]
 
@@ -29,6 +32,14 @@ ItemId = Annotated[
     int, typer.Argument(metavar="ID", help="The review item id.", show_default=False)
 ]
 JsonOpt = Annotated[bool, json_option("Print JSON instead of a table.")]
+ListJsonOpt = Annotated[
+    bool,
+    json_option("Print one JSON array of the items (the shape of GET /review) instead of a table."),
+]
+ReviewerOpt = Annotated[
+    str | None,
+    unset_option("--reviewer", metavar="NAME", help="Who decides. Default: the login name."),
+]
 
 
 class Status(str, Enum):
@@ -43,14 +54,14 @@ def list_command(
         Status, typer.Option("--status", case_sensitive=False, help="Which items to list.")
     ] = Status.PENDING,
     job: Annotated[str | None, job_option("Only this job.")] = None,
-    as_json: JsonOpt = False,
+    as_json: ListJsonOpt = False,
     db: DbOpt = None,
 ) -> None:
     """List review items, oldest first, with why each one is there."""
     with open_db(db) as store:
         items = store.list_reviews(status=None if status is Status.ALL else status.value, job=job)
     if as_json:
-        sys.stdout.writelines(json_line(item) + "\n" for item in items)
+        sys.stdout.write(json_line(items, indent=2) + "\n")
         return
     if not items:
         err_console.print(f"no {'' if status is Status.ALL else status.value + ' '}review items")
@@ -107,6 +118,49 @@ def show_command(item_id: ItemId, as_json: JsonOpt = False, db: DbOpt = None) ->
     console.print_json(json_line(item["payload"]))
 
 
+@review_app.command("claim")
+def claim_command(
+    job: Annotated[str | None, job_option("Only an item of this job.")] = None,
+    lease: Annotated[
+        float,
+        typer.Option(
+            "--lease",
+            metavar="SECONDS",
+            min=1,
+            help="How long the item stays yours; after that another reviewer may claim it.",
+        ),
+    ] = DEFAULT_LEASE_S,
+    reviewer: ReviewerOpt = None,
+    as_json: JsonOpt = False,
+    db: DbOpt = None,
+) -> None:
+    """Take the oldest pending item nobody holds, leased to you so no one else works on it."""
+    with open_db(db) as store:
+        item = store.claim_review(reviewer or _login() or "unknown", job=job, lease_s=lease)
+    if as_json:
+        sys.stdout.write(json_line(item, indent=2) + "\n")
+        return
+    if item is None:
+        err_console.print("no pending review item is free to claim")
+        return
+    until = item["lease_expires_at"].isoformat(timespec="seconds")
+    err_console.print(
+        Text(f"claimed review item {item['id']} for {item['lease_holder']} until {until}")
+    )
+    sys.stdout.write(f"{item['id']}\n")
+
+
+@review_app.command("release")
+def release_command(item_id: ItemId, reviewer: ReviewerOpt = None, db: DbOpt = None) -> None:
+    """Give a claimed item back to the queue before its lease runs out."""
+    with open_db(db) as store:
+        try:
+            store.release_review(item_id, reviewer or _login() or "unknown")
+        except ReviewConflict as exc:
+            _conflict(exc)
+    err_console.print(f"released review item {item_id}")
+
+
 @review_app.command("resolve")
 def resolve_command(
     item_id: ItemId,
@@ -116,31 +170,40 @@ def resolve_command(
             "--decision",
             "-d",
             metavar="TEXT",
-            help="The reviewer's verdict: the right tier, label or claim status, or accept/reject.",
+            help=(
+                "The reviewer's verdict, one the item's job allows: a tier (or a JSON object of "
+                "passage id to tier), a label (or a JSON array), a claim status or publish/"
+                "review/block, a ranking (passage ids, best first), or accept/reject."
+            ),
         ),
     ],
     note: Annotated[
         str | None,
         unset_option("--note", metavar="TEXT", help="Why, in a sentence."),
     ] = None,
-    reviewer: Annotated[
-        str | None,
-        unset_option(
-            "--reviewer",
-            metavar="NAME",
-            help="Who decided. Default: the login name.",
-        ),
-    ] = None,
+    reviewer: ReviewerOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Record a decision on a pending item; a resolved item cannot be resolved again."""
+    """Record a decision on a pending item, once.
+
+    A decision the item does not allow exits 2 naming the allowed values; an item already
+    resolved, or claimed by another reviewer, exits 2 and nothing is written.
+    """
     with open_db(db) as store:
-        item = store.resolve_review(
-            item_id, decision=decision, reviewer=reviewer or _login(), note=note
-        )
+        try:
+            item = store.resolve_review(
+                item_id, decision=decision, reviewer=reviewer or _login(), note=note
+            )
+        except ReviewConflict as exc:
+            _conflict(exc)
     err_console.print(
         Text(f"resolved review item {item['id']}: {item['decision']!r} by {item['reviewer']}")
     )
+
+
+def _conflict(exc: ReviewConflict) -> NoReturn:
+    err_console.print(Text(f"conflict: {exc}"), style="bold red", soft_wrap=True)
+    raise typer.Exit(EXIT_USAGE)
 
 
 def _summary(item: dict[str, Any]) -> list[tuple[str, str]]:

@@ -20,12 +20,12 @@ from pydantic import BaseModel
 
 from evidex._version import __version__
 from evidex.config import load_settings
-from evidex.errors import EvidexError, RunError, UsageError
+from evidex.errors import EvidexError, ReviewConflict, RunError, UsageError
 from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge
 from evidex.judging import Judge
-from evidex.store import SqlStore, open_store
+from evidex.store import DEFAULT_LEASE_S, SqlStore, open_store
 
 __all__ = ["create_app"]
 
@@ -34,6 +34,12 @@ class ResolveRequest(BaseModel):
     decision: str
     note: str | None = None
     reviewer: str | None = None
+
+
+class ClaimRequest(BaseModel):
+    reviewer: str
+    job: str | None = None
+    lease_s: float = DEFAULT_LEASE_S
 
 
 def create_app(
@@ -74,7 +80,15 @@ def create_app(
 
     @app.exception_handler(EvidexError)
     async def _errors(_: Request, exc: EvidexError) -> JSONResponse:
-        status = 422 if isinstance(exc, UsageError) else 503 if isinstance(exc, RunError) else 500
+        status = (
+            409
+            if isinstance(exc, ReviewConflict)
+            else 422
+            if isinstance(exc, UsageError)
+            else 503
+            if isinstance(exc, RunError)
+            else 500
+        )
         return JSONResponse(
             status_code=status, content={"error": type(exc).__name__, "detail": str(exc)}
         )
@@ -94,6 +108,11 @@ def create_app(
         return the_store.list_reviews(
             status=None if status == "all" else status, job=job, limit=limit
         )
+
+    @app.post("/review/claim")
+    async def review_claim(body: ClaimRequest) -> dict[str, Any] | None:
+        """Lease the oldest free pending item to the reviewer (null when none is free)."""
+        return the_store.claim_review(body.reviewer, job=body.job, lease_s=body.lease_s)
 
     @app.get("/review/{item_id}")
     async def review_show(item_id: int) -> dict[str, Any]:
