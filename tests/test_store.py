@@ -120,11 +120,11 @@ def test_audit_rows_are_committed_in_batches_off_the_caller_thread(tmp_path: Pat
     sa.event.listen(
         store.engine,
         "before_cursor_execute",
-        lambda conn, cursor, statement, params, context, executemany: statements.append(
-            len(params) if executemany else 1
-        )
-        if statement.startswith("INSERT INTO audit_log")
-        else None,
+        lambda conn, cursor, statement, params, context, executemany: (
+            statements.append(len(params) if executemany else 1)
+            if statement.startswith("INSERT INTO audit_log")
+            else None
+        ),
     )
     for i in range(300):
         store.append_audit(AuditRecord(run_id=f"r{i}", job="tier", status="ok"))
