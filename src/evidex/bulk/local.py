@@ -10,41 +10,17 @@ command resumes from there.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
 
-from evidex.bulk.checkpoint import AppendLog
-from evidex.bulk.stats import BulkProgress, BulkStats
-from evidex.bulk.stream import TaskFeed
-from evidex.bulk.tasks import BulkJob, Processed
+from evidex.bulk.engine import BulkRun
+from evidex.bulk.tasks import Processed
 
 __all__ = ["run_local"]
 
 
-async def run_local(
-    bulk: BulkJob,
-    feed: TaskFeed,
-    output: AppendLog,
-    errors: AppendLog,
-    stats: BulkStats,
-    *,
-    concurrency: int,
-    run: Mapping[str, Any],
-    on_progress: BulkProgress | None = None,
-) -> None:
-    """Run every task of ``feed`` with the run keywords ``run`` (judge, store, settings,
-    hooks), at most ``concurrency`` at once."""
+async def run_local(job: BulkRun) -> None:
+    """Run every task of the feed with the run's keywords, at most ``concurrency`` at once."""
     pending: set[asyncio.Future[Processed]] = set()
-
-    def settle(item: Processed) -> None:
-        if item.error is not None:
-            errors.write(item.error)
-        elif item.result is not None:
-            output.write(item.result)
-        stats.skipped = feed.skipped
-        stats.record(item)
-        if on_progress is not None:
-            on_progress(stats)
+    settle, concurrency = job.settle, job.concurrency
 
     async def drain(limit: int) -> None:
         nonlocal pending
@@ -54,14 +30,15 @@ async def run_local(
                 settle(future.result())
 
     try:
-        for item in feed:
+        for item in job.feed:
             if item.data is None:
                 settle(Processed(item.line, None, error=item.error))
                 continue
             await drain(concurrency - 1)
-            pending.add(asyncio.ensure_future(bulk.process(item.data, item.line, **run)))
+            task = job.bulk.process(item.data, item.line, **job.run)
+            pending.add(asyncio.ensure_future(task))
         await drain(0)
-        stats.skipped = feed.skipped
+        job.done()
     finally:
         for future in pending:
             future.cancel()

@@ -37,8 +37,7 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from evidex.bulk.checkpoint import AppendLog
-from evidex.bulk.stats import BulkProgress, BulkStats
+from evidex.bulk.engine import BulkRun
 from evidex.bulk.stream import FeedItem, TaskFeed
 from evidex.bulk.tasks import BulkJob, Processed
 from evidex.errors import ConfigError, MissingExtraError, RunError
@@ -153,15 +152,8 @@ def windows(feed: TaskFeed, size: int) -> Iterator[list[FeedItem]]:
 
 
 async def run_ray(
-    bulk: BulkJob,
-    feed: TaskFeed,
-    output: AppendLog,
-    errors: AppendLog,
-    stats: BulkStats,
+    job: BulkRun,
     *,
-    concurrency: int,
-    run: Mapping[str, Any],
-    on_progress: BulkProgress | None = None,
     address: str | None = None,
     workers: int | None = None,
     judge_options: Mapping[str, Any] | None = None,
@@ -170,7 +162,7 @@ async def run_ray(
 ) -> None:
     """Run every task of ``feed`` on Ray Data (see the module docstring).
 
-    ``run`` holds the judge and store the run resolved in this process: the actors rebuild
+    The run's judge and store are those resolved in this process: the actors rebuild
     them from the judge's spec string (with ``judge_options``) and the store's URL.
     ``concurrency``: tasks in flight per actor; ``workers``: actors (default: one per CPU);
     ``address``: a running cluster (default: start Ray on this machine); ``window``: tasks per
@@ -180,8 +172,9 @@ async def run_ray(
         raise ConfigError(f"--ray-workers must be at least 1, got {workers}")
     if window < 1:
         raise ConfigError(f"the window must be at least 1 task, got {window}")
+    run, concurrency = job.run, job.concurrency
     setup = RaySetup(
-        bulk=bulk,
+        bulk=job.bulk,
         judge=run["judge"].judge_id,
         store=store_url(run["store"]),
         judge_options=dict(judge_options or {}),
@@ -195,27 +188,17 @@ async def run_ray(
         logger.info("ray engine: %d actors, %d tasks in flight each", size, concurrency)
         batch = batch_size or max(1, 2 * concurrency)
 
-        def settle(item: Processed) -> None:
-            if item.error is not None:
-                errors.write(item.error)
-            elif item.result is not None:
-                output.write(item.result)
-            stats.skipped = feed.skipped
-            stats.record(item)
-            if on_progress is not None:
-                on_progress(stats)
-
-        for chunk in windows(feed, window):
+        for chunk in windows(job.feed, window):
             rows = []
             for item in chunk:
                 if item.data is None:
-                    settle(Processed(item.line, None, error=item.error))
+                    job.settle(Processed(item.line, None, error=item.error))
                 else:
                     rows.append({"line": item.line, "task": pickle.dumps(item.data)})
             if rows:
                 for processed in _map(ray, rows, setup, size, batch):
-                    settle(processed)
-        stats.skipped = feed.skipped
+                    job.settle(processed)
+        job.done()
     finally:
         if started:
             ray.shutdown()

@@ -12,11 +12,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from evidex.bulk.checkpoint import AppendLog, scan_output
+from evidex.bulk.engine import BulkRun, Engine
 from evidex.bulk.local import run_local
 from evidex.bulk.ray_engine import run_ray
 from evidex.bulk.stats import BulkProgress, BulkStats
@@ -26,13 +27,11 @@ from evidex.errors import ConfigError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
 from evidex.harness.settings import HarnessSettings
-from evidex.jobs import resolve_judge, resolve_store, run_sync
+from evidex.jobs import resolve_judge, resolve_store, sync_of
 from evidex.judging import Judge
 from evidex.taxonomy import Taxonomy
 
 __all__ = ["ENGINES", "Engine", "arun_bulk", "default_errors_path", "run_bulk"]
-
-Engine = Callable[..., Awaitable[None]]
 
 ENGINES: dict[str, Engine] = {"local": run_local, "ray": run_ray}
 """Engines by name: ``local`` (this process) and ``ray`` (Ray Data ``map_batches`` over the same
@@ -127,22 +126,11 @@ async def arun_bulk(
             on_progress(stats)
         feed = TaskFeed(in_path, scanned.done)
         try:
-            await run_engine(
-                bulk,
-                feed,
-                out_log,
-                err_log,
-                stats,
-                concurrency=limit,
-                run=run,
-                on_progress=on_progress,
-                **(engine_options or {}),
-            )
+            job_run = BulkRun(bulk, feed, out_log, err_log, stats, limit, run, on_progress)
+            await run_engine(job_run, **(engine_options or {}))
         finally:
             stats.finished = time.monotonic()
     return stats
 
 
-def run_bulk(job: str, input: str | Path, output: str | Path, **options: Any) -> BulkStats:
-    """The sync form of :func:`arun_bulk` (same keywords)."""
-    return run_sync(arun_bulk(job, input, output, **options))
+run_bulk = sync_of(arun_bulk, "The sync form of :func:`arun_bulk` (same keywords).")
