@@ -14,7 +14,7 @@ import inspect
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -54,6 +54,7 @@ __all__ = [
     "jsonl_objects",
     "make_judge",
     "open_db",
+    "option_group",
     "progress",
     "read_lines",
     "read_passages",
@@ -103,39 +104,52 @@ _RUN_FLAGS: dict[str, tuple[Any, Any]] = {
 R = TypeVar("R")
 
 
-def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """Add the shared options ``names`` (default: all of :class:`RunFlags`) to a command.
-
-    The command declares its own options and a ``flags: RunFlags`` parameter; typer reads the
-    signature set here, which has the command's options followed by the shared ones, and the
-    command gets the shared ones as one :class:`RunFlags`. With ``--verbose`` the whole command
-    runs under :func:`verbose_logging`.
-    """
-    chosen = names or tuple(_RUN_FLAGS)
+def option_group(
+    param: str,
+    factory: Callable[..., Any],
+    table: Mapping[str, tuple[Any, Any]],
+    names: Sequence[str] = (),
+    around: Callable[[Any], AbstractContextManager[Any]] | None = None,
+) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Add the options ``names`` of ``table`` (name → (annotated type, default); default: all)
+    to a command, and hand them to it as one value ``factory(**values)`` in its ``param``
+    parameter. typer reads the signature set here: the command's own options, then the
+    group's. ``around(group)``, when given, is a context the command runs in. This is how
+    options shared by several commands are declared once (click's option groups)."""
+    chosen = tuple(names) or tuple(table)
 
     def decorate(command: Callable[..., R]) -> Callable[..., R]:
         signature = inspect.signature(command, eval_str=True)
-        own = [p for p in signature.parameters.values() if p.name != "flags"]
+        own = [p for p in signature.parameters.values() if p.name != param]
         keyword = inspect.Parameter.KEYWORD_ONLY
         shared = [
-            inspect.Parameter(
-                name, keyword, annotation=_RUN_FLAGS[name][0], default=_RUN_FLAGS[name][1]
-            )
+            inspect.Parameter(name, keyword, annotation=table[name][0], default=table[name][1])
             for name in chosen
         ]
 
         @functools.wraps(command)
-        def with_flags(*args: Any, **kwargs: Any) -> R:
-            flags = RunFlags(**{name: kwargs.pop(name) for name in chosen})
-            with verbose_logging(flags.verbose):
-                return command(*args, flags=flags, **kwargs)
+        def with_group(*args: Any, **kwargs: Any) -> R:
+            group = factory(**{name: kwargs.pop(name) for name in chosen})
+            if around is None:
+                return command(*args, **{param: group}, **kwargs)
+            with around(group):
+                return command(*args, **{param: group}, **kwargs)
 
-        with_flags.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        with_group.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[*own, *shared]
         )
-        return with_flags
+        return with_group
 
     return decorate
+
+
+def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Add the shared options ``names`` (default: all of :class:`RunFlags`) to a command, which
+    declares a ``flags: RunFlags`` parameter to get them as one value. With ``--verbose`` the
+    whole command runs under :func:`verbose_logging`."""
+    return option_group(
+        "flags", RunFlags, _RUN_FLAGS, names, around=lambda f: verbose_logging(f.verbose)
+    )
 
 
 # ---------------------------------------------------------------------------- passages

@@ -9,6 +9,7 @@ end up in shell history and process lists, so keys come from the environment onl
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,6 +22,8 @@ __all__ = [
     "DbOpt",
     "JudgeOpt",
     "JudgeOptionOpt",
+    "ModeOpt",
+    "OnContradiction",
     "OutputOpt",
     "RiskOpt",
     "VerboseOpt",
@@ -28,11 +31,31 @@ __all__ = [
     "examples_option",
     "job_option",
     "json_option",
+    "labels_option",
     "passages_option",
     "query_option",
     "tiers_option",
     "unset_option",
 ]
+
+
+class ModeOpt(str, Enum):
+    """How audit finds claims (``audit`` and ``bulk audit``)."""
+
+    ONE_PASS = "one-pass"
+    TWO_PASS = "two-pass"
+
+
+class OnContradiction(str, Enum):
+    """What a contradicted claim decides (``audit`` and ``bulk audit``)."""
+
+    BLOCK = "block"
+    REVIEW = "review"
+
+
+def labels_option(help: str) -> Any:
+    """The ``--labels`` / ``-l`` taxonomy file of classify, with the command's own help text."""
+    return typer.Option("--labels", "-l", metavar="FILE", help=help)
 
 
 def unset_option(*decls: str, metavar: str, help: str, **extra: Any) -> Any:

@@ -6,7 +6,6 @@ output."""
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,23 +22,20 @@ from evidex.cli._io import (
     read_lines,
     run_flags,
 )
-from evidex.cli._options import RiskOpt, batch_option, passages_option, unset_option
+from evidex.cli._options import (
+    ModeOpt,
+    OnContradiction,
+    RiskOpt,
+    batch_option,
+    passages_option,
+    unset_option,
+)
 from evidex.errors import ConfigError, InputError
 from evidex.jobs import AuditPolicy
 from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
 from evidex.types import Passage, RiskLevel
 
 __all__ = ["audit_command", "read_answers", "read_context"]
-
-
-class ModeOpt(str, Enum):
-    ONE_PASS = "one-pass"
-    TWO_PASS = "two-pass"
-
-
-class OnContradiction(str, Enum):
-    BLOCK = "block"
-    REVIEW = "review"
 
 
 ANSWER = TextOrFile(

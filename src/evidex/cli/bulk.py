@@ -9,8 +9,10 @@ command to resume).
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -29,9 +31,24 @@ from evidex.bulk import BulkStats, run_bulk
 from evidex.bulk.run import engine_of
 from evidex.bulk.stream import open_input
 from evidex.cli._app import app, err_console
-from evidex.cli._io import RunFlags, echo_hooks, endpoint_options, open_db, run_flags
+from evidex.cli._io import (
+    RunFlags,
+    echo_hooks,
+    endpoint_options,
+    open_db,
+    option_group,
+    run_flags,
+)
 from evidex.cli._io import judge_options as cli_judge_options
-from evidex.cli._options import RiskOpt, examples_option, tiers_option, unset_option
+from evidex.cli._options import (
+    ModeOpt,
+    OnContradiction,
+    RiskOpt,
+    examples_option,
+    labels_option,
+    tiers_option,
+    unset_option,
+)
 from evidex.errors import ConfigError
 from evidex.jobs import AuditPolicy
 from evidex.loaders import load_classify_examples, load_examples
@@ -53,16 +70,6 @@ app.add_typer(bulk_app, name="bulk")
 class EngineOpt(str, Enum):
     LOCAL = "local"
     RAY = "ray"
-
-
-class ModeOpt(str, Enum):
-    ONE_PASS = "one-pass"
-    TWO_PASS = "two-pass"
-
-
-class OnContradiction(str, Enum):
-    BLOCK = "block"
-    REVIEW = "review"
 
 
 InputOpt = Annotated[
@@ -175,32 +182,21 @@ def bulk_progress(label: str) -> Iterator[Callable[[BulkStats], None]]:
         yield update
 
 
-def _run(
-    job: str,
-    flags: RunFlags,
-    input: Path,
-    output: Path,
-    errors: Path | None,
-    concurrency: int | None,
-    engine: EngineOpt,
-    ray_address: str | None = None,
-    ray_workers: int | None = None,
-    **options: Any,
-) -> None:
-    engine_of(engine.value)  # usage errors before the judge loads
-    open_input(input)
+def _run(job: str, flags: RunFlags, bulk: BulkFlags, **options: Any) -> None:
+    engine_of(bulk.engine.value)  # usage errors before the judge loads
+    open_input(bulk.input)
     engine_options: dict[str, Any] = {}
-    if engine is EngineOpt.RAY:
+    if bulk.engine is EngineOpt.RAY:
         judge_options = {
             **cli_judge_options(flags.judge_option),
             **endpoint_options(flags.base_url),
         }
         engine_options = {
-            "address": ray_address,
-            "workers": ray_workers,
+            "address": bulk.ray_address,
+            "workers": bulk.ray_workers,
             "judge_options": judge_options,
         }
-    elif ray_address is not None or ray_workers is not None:
+    elif bulk.ray_address is not None or bulk.ray_workers is not None:
         raise ConfigError("--ray-address and --ray-workers go with --engine ray")
     with (
         flags.job_judge(job) as judge,
@@ -209,11 +205,11 @@ def _run(
     ):
         stats = run_bulk(
             job,
-            input,
-            output,
-            errors=errors,
-            concurrency=concurrency,
-            engine=engine.value,
+            bulk.input,
+            bulk.output,
+            errors=bulk.errors,
+            concurrency=bulk.concurrency,
+            engine=bulk.engine.value,
             engine_options=engine_options,
             judge=judge,
             store=store,
@@ -252,20 +248,39 @@ def _tell(job: str, stats: BulkStats) -> None:
         )
 
 
+@dataclass(frozen=True)
+class BulkFlags:
+    """The options every bulk command has, handed to it as one value by :func:`bulk_flags`."""
+
+    input: Path
+    output: Path
+    errors: Path | None = None
+    concurrency: int | None = None
+    engine: EngineOpt = EngineOpt.LOCAL
+    ray_address: str | None = None
+    ray_workers: int | None = None
+
+
+_BULK_FLAGS: dict[str, tuple[Any, Any]] = {
+    "input": (InputOpt, inspect.Parameter.empty),
+    "output": (BulkOutputOpt, inspect.Parameter.empty),
+    "errors": (ErrorsOpt, None),
+    "concurrency": (ConcurrencyOpt, None),
+    "engine": (EngineFlag, EngineOpt.LOCAL),
+    "ray_address": (RayAddressOpt, None),
+    "ray_workers": (RayWorkersOpt, None),
+}
+bulk_flags = option_group("bulk", BulkFlags, _BULK_FLAGS)
+
 COMMON = "Results are written in completion order, each with its task's id."
 
 
 @bulk_app.command("tier")
 @run_flags("judge", "base_url", "judge_option", "db", "verbose")
+@bulk_flags
 def bulk_tier(
-    input: InputOpt,
-    output: BulkOutputOpt,
     flags: RunFlags,
-    errors: ErrorsOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    engine: EngineFlag = EngineOpt.LOCAL,
-    ray_address: RayAddressOpt = None,
-    ray_workers: RayWorkersOpt = None,
+    bulk: BulkFlags,
     risk: RiskOpt = RiskLevel.LOW,
     batch_size: Annotated[
         int, typer.Option("--batch-size", metavar="N", help="Passages per judge call, 5 to 15.")
@@ -284,13 +299,7 @@ def bulk_tier(
     _run(
         "tier",
         flags,
-        input,
-        output,
-        errors,
-        concurrency,
-        engine,
-        ray_address,
-        ray_workers,
+        bulk,
         risk=risk,
         batch_size=batch_size,
         tiers=TierScheme.from_file(tiers) if tiers else None,
@@ -300,15 +309,10 @@ def bulk_tier(
 
 @bulk_app.command("rerank")
 @run_flags("judge", "base_url", "judge_option", "db", "verbose")
+@bulk_flags
 def bulk_rerank(
-    input: InputOpt,
-    output: BulkOutputOpt,
     flags: RunFlags,
-    errors: ErrorsOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    engine: EngineFlag = EngineOpt.LOCAL,
-    ray_address: RayAddressOpt = None,
-    ray_workers: RayWorkersOpt = None,
+    bulk: BulkFlags,
     strategy: Annotated[
         str | None,
         unset_option(
@@ -333,13 +337,7 @@ def bulk_rerank(
     _run(
         "rerank",
         flags,
-        input,
-        output,
-        errors,
-        concurrency,
-        engine,
-        ray_address,
-        ray_workers,
+        bulk,
         strategy=strategy,
         top_k=top_k,
         top_n=top_n,
@@ -348,24 +346,16 @@ def bulk_rerank(
 
 @bulk_app.command("classify")
 @run_flags("judge", "base_url", "judge_option", "db", "verbose")
+@bulk_flags
 def bulk_classify(
-    input: InputOpt,
-    output: BulkOutputOpt,
     labels: Annotated[
         Path,
-        typer.Option(
-            "--labels",
-            "-l",
-            metavar="FILE",
-            help="The label taxonomy (YAML or JSON), as for evidex classify; one for the run.",
+        labels_option(
+            "The label taxonomy (YAML or JSON), as for evidex classify; one for the run."
         ),
     ],
     flags: RunFlags,
-    errors: ErrorsOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    engine: EngineFlag = EngineOpt.LOCAL,
-    ray_address: RayAddressOpt = None,
-    ray_workers: RayWorkersOpt = None,
+    bulk: BulkFlags,
     multi_label: Annotated[bool, typer.Option("--multi-label", help="Allow several labels.")] = (
         False
     ),
@@ -391,13 +381,7 @@ def bulk_classify(
     _run(
         "classify",
         flags,
-        input,
-        output,
-        errors,
-        concurrency,
-        engine,
-        ray_address,
-        ray_workers,
+        bulk,
         taxonomy=Taxonomy.from_file(labels),
         multi_label=multi_label,
         threshold=threshold,
@@ -409,15 +393,10 @@ def bulk_classify(
 
 @bulk_app.command("audit")
 @run_flags("judge", "base_url", "judge_option", "db", "verbose")
+@bulk_flags
 def bulk_audit(
-    input: InputOpt,
-    output: BulkOutputOpt,
     flags: RunFlags,
-    errors: ErrorsOpt = None,
-    concurrency: ConcurrencyOpt = None,
-    engine: EngineFlag = EngineOpt.LOCAL,
-    ray_address: RayAddressOpt = None,
-    ray_workers: RayWorkersOpt = None,
+    bulk: BulkFlags,
     mode: Annotated[
         ModeOpt,
         typer.Option(
@@ -453,13 +432,7 @@ def bulk_audit(
     _run(
         "audit",
         flags,
-        input,
-        output,
-        errors,
-        concurrency,
-        engine,
-        ray_address,
-        ray_workers,
+        bulk,
         mode=mode.value,
         risk=risk,
         policy=policy,

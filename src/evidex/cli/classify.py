@@ -30,6 +30,7 @@ from evidex.cli._options import (
     RiskOpt,
     batch_option,
     examples_option,
+    labels_option,
     passages_option,
     unset_option,
 )
@@ -103,12 +104,9 @@ def _warn(results: list[ClassifyResult]) -> None:
 def classify_command(
     labels: Annotated[
         Path,
-        typer.Option(
-            "--labels",
-            "-l",
-            metavar="FILE",
-            help="The label taxonomy (YAML or JSON): a list of {name, description}, a mapping "
-            "with 'labels', or a mapping of name to description.",
+        labels_option(
+            "The label taxonomy (YAML or JSON): a list of {name, description}, a mapping "
+            "with 'labels', or a mapping of name to description."
         ),
     ],
     flags: RunFlags,
