@@ -24,6 +24,7 @@ __all__ = [
     "JudgeOptionOpt",
     "ModeOpt",
     "OnContradiction",
+    "OnContradictionOpt",
     "OutputOpt",
     "RiskOpt",
     "VerboseOpt",
@@ -51,6 +52,14 @@ class OnContradiction(str, Enum):
 
     BLOCK = "block"
     REVIEW = "review"
+
+
+OnContradictionOpt = Annotated[
+    OnContradiction,
+    typer.Option(
+        "--on-contradiction", case_sensitive=False, help="What a contradicted claim does."
+    ),
+]
 
 
 def labels_option(help: str) -> Any:

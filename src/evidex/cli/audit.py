@@ -25,6 +25,7 @@ from evidex.cli._io import (
 from evidex.cli._options import (
     ModeOpt,
     OnContradiction,
+    OnContradictionOpt,
     RiskOpt,
     batch_option,
     passages_option,
@@ -160,12 +161,7 @@ def audit_command(
             help="Unsupported ratio above which an answer goes to review.",
         ),
     ] = 0.30,
-    on_contradiction: Annotated[
-        OnContradiction,
-        typer.Option(
-            "--on-contradiction", case_sensitive=False, help="What a contradicted claim does."
-        ),
-    ] = OnContradiction.BLOCK,
+    on_contradiction: OnContradictionOpt = OnContradiction.BLOCK,
 ) -> None:
     """Split a generated answer into verbatim claims and grade each against the passages.
 

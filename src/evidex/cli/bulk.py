@@ -43,6 +43,7 @@ from evidex.cli._io import judge_options as cli_judge_options
 from evidex.cli._options import (
     ModeOpt,
     OnContradiction,
+    OnContradictionOpt,
     RiskOpt,
     examples_option,
     labels_option,
@@ -410,12 +411,7 @@ def bulk_audit(
         float,
         typer.Option("--threshold", metavar="RATIO", help="Unsupported ratio sent to review."),
     ] = 0.30,
-    on_contradiction: Annotated[
-        OnContradiction,
-        typer.Option(
-            "--on-contradiction", case_sensitive=False, help="What a contradicted claim does."
-        ),
-    ] = OnContradiction.BLOCK,
+    on_contradiction: OnContradictionOpt = OnContradiction.BLOCK,
 ) -> None:
     """Audit answers claim by claim, one task a line:
     {"id", "answer", "passages": [...], "question"?, "claims"?}.

@@ -60,18 +60,30 @@ def _tier(item: Mapping[str, Any], value: str) -> str:
         return value
     if value.startswith("{"):
         mapping = _json(value, dict, item, "tier")
-        ids = set(_passage_ids(item))
-        bad_ids = sorted(str(k) for k in mapping if str(k) not in ids)
-        bad_tiers = sorted({str(v) for v in mapping.values() if v not in names})
-        if bad_ids or bad_tiers or not mapping:
-            raise InputError(
-                "a per-passage decision maps this item's passage ids "
-                f"({_short(sorted(ids))}) to tiers ({', '.join(names)}); "
-                + (f"unknown passage ids: {_short(bad_ids)}; " if bad_ids else "")
-                + (f"unknown tiers: {_short(bad_tiers)}" if bad_tiers else "")
-            )
-        return json.dumps(mapping, ensure_ascii=False, sort_keys=True)
+        return _per_item(mapping, _passage_ids(item), names, ("passage", "tiers", "tiers"))
     raise _not_allowed(value, "tier", item)
+
+
+def _per_item(
+    mapping: dict[Any, Any],
+    ids: Sequence[str],
+    allowed: Sequence[str],
+    words: tuple[str, str, str],
+) -> str:
+    """A decision per passage or claim: every key one of ``ids``, every value ``allowed``.
+    ``words``: what is keyed, what the values are, and how an unknown value is called."""
+    what, values, unknown = words
+    known = set(ids)
+    bad_ids = sorted(str(k) for k in mapping if str(k) not in known)
+    bad = sorted({str(v) for v in mapping.values() if v not in allowed})
+    if bad_ids or bad or not mapping:
+        raise InputError(
+            f"a per-{what} decision maps this item's {what} ids ({_short(sorted(known))}) to "
+            f"{values} ({', '.join(allowed)}); "
+            + (f"unknown {what} ids: {_short(bad_ids)}; " if bad_ids else "")
+            + (f"unknown {unknown}: {_short(bad)}" if bad else "")
+        )
+    return json.dumps(mapping, ensure_ascii=False, sort_keys=True)
 
 
 def _classify(item: Mapping[str, Any], value: str) -> str:
@@ -97,17 +109,9 @@ def _audit(item: Mapping[str, Any], value: str) -> str:
         return value.lower()
     if value.startswith("{"):
         mapping = _json(value, dict, item, "audit")
-        ids = set(_claim_ids(item))
-        bad_ids = sorted(str(k) for k in mapping if str(k) not in ids)
-        bad = sorted({str(v) for v in mapping.values() if v not in AUDIT_STATUSES})
-        if bad_ids or bad or not mapping:
-            raise InputError(
-                f"a per-claim decision maps this item's claim ids ({_short(sorted(ids))}) to "
-                f"claim statuses ({', '.join(AUDIT_STATUSES)}); "
-                + (f"unknown claim ids: {_short(bad_ids)}; " if bad_ids else "")
-                + (f"unknown statuses: {_short(bad)}" if bad else "")
-            )
-        return json.dumps(mapping, ensure_ascii=False, sort_keys=True)
+        return _per_item(
+            mapping, _claim_ids(item), AUDIT_STATUSES, ("claim", "claim statuses", "statuses")
+        )
     raise _not_allowed(value, "audit", item)
 
 

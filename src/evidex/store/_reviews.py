@@ -60,6 +60,10 @@ def review_key(request: ReviewRequest) -> str:
     return sha256_hex(stable_json(material))
 
 
+_NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
+"""What ends a lease: released, resolved."""
+
+
 class ReviewQueue:
     """The review-queue part of :class:`~evidex.store.SqlStore` (which provides these)."""
 
@@ -172,7 +176,7 @@ class ReviewQueue:
         released = self._write(
             q.update()
             .where(q.c.id == item_id, q.c.status == "pending", q.c.lease_holder == reviewer)
-            .values(lease_holder=None, lease_expires_at=None)
+            .values(**_NO_LEASE)
         )
         item = self.get_review(item_id)
         if not released:
@@ -205,8 +209,7 @@ class ReviewQueue:
                 reviewer=reviewer,
                 note=note,
                 resolved_at=at,
-                lease_holder=None,
-                lease_expires_at=None,
+                **_NO_LEASE,
             )
         )
         if written != 1:
