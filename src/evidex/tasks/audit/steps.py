@@ -62,6 +62,25 @@ class _GradingMixin(StepBase[Any, ClaimsValue]):
     spec's one retry with a stricter schema reminder, then the fallback (review)."""
 
     @staticmethod
+    def _context_material(passages: Sequence[Passage], risk: RiskLevel) -> dict[str, Any]:
+        """What identifies the evidence a grading call reads (titles and URLs included: they
+        are cited)."""
+        return {
+            "passages": [[p.passage_id, p.text, p.title, p.url] for p in passages],
+            "risk": risk.value,
+        }
+
+    @staticmethod
+    def _info(
+        question: str | None, passages: Sequence[Passage], answer_id: str | None, **extra: Any
+    ) -> BatchInfo:
+        return BatchInfo(
+            query=question or "",
+            passage_ids=tuple(p.passage_id for p in passages),
+            extra={"answer_id": answer_id, **extra},
+        )
+
+    @staticmethod
     def _context_values(
         passages: Sequence[Passage], question: str | None, risk: RiskLevel
     ) -> dict[str, str]:
@@ -160,21 +179,15 @@ class AuditStep(_GradingMixin, name="audit", template=ONE_PASS_TEMPLATE):
         return ClaimsValue(claims=[], skipped=skipped_sentences(batch, []))
 
     def cache_material(self, batch: SegmentBatch) -> Any:
-        return segment_material(batch) | {
-            "answer_id": batch.answer_id,
-            "passages": [[p.passage_id, p.text, p.title, p.url] for p in batch.passages],
-            "risk": batch.risk.value,
-        }
+        return (
+            segment_material(batch)
+            | {"answer_id": batch.answer_id}
+            | self._context_material(batch.passages, batch.risk)
+        )
 
     def describe(self, batch: SegmentBatch) -> BatchInfo:
-        return BatchInfo(
-            query=batch.question or "",
-            passage_ids=tuple(p.passage_id for p in batch.passages),
-            extra={
-                "answer_id": batch.answer_id,
-                "segment": [batch.offset, batch.offset + len(batch.answer)],
-            },
-        )
+        segment = [batch.offset, batch.offset + len(batch.answer)]
+        return self._info(batch.question, batch.passages, batch.answer_id, segment=segment)
 
 
 class ExtractStep(
@@ -316,19 +329,12 @@ class ClassifyStep(_GradingMixin, name="audit.classify", template=CLASSIFY_TEMPL
         return {
             "claims": [[c.claim_id, c.claim_text] for c in batch.claims],
             "question": batch.question,
-            "passages": [[p.passage_id, p.text, p.title, p.url] for p in batch.passages],
-            "risk": batch.risk.value,
-        }
+        } | self._context_material(batch.passages, batch.risk)
 
     def describe(self, batch: ClaimBatch) -> BatchInfo:
-        return BatchInfo(
-            query=batch.question or "",
-            passage_ids=tuple(p.passage_id for p in batch.passages),
-            extra={
-                "answer_id": batch.answer_id,
-                "claims": [c.model_dump() for c in batch.claims],
-                **dict(batch.extra),
-            },
+        claims = [c.model_dump() for c in batch.claims]
+        return self._info(
+            batch.question, batch.passages, batch.answer_id, claims=claims, **dict(batch.extra)
         )
 
 
