@@ -76,7 +76,7 @@ def test_tier_writes_one_result_per_task_with_its_id(tmp_path: Path, db: str) ->
     assert all(next(iter(r)) == "id" for r in rows)
     assert {len(r["classifications"]) for r in rows} == {2}
     assert (stats.done, stats.errors, stats.skipped, stats.fallbacks) == (12, 0, 0, 0)
-    assert stats.calls == 12 and stats.prompt_tokens == 1200
+    assert stats.calls == 12 and stats.usage.prompt_tokens == 1200
     assert not (tmp_path / "out.errors.jsonl").exists()
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from evidex.bulk.tasks import Processed
+from evidex.types import Usage
 
 __all__ = ["BulkProgress", "BulkStats"]
 
@@ -27,8 +28,8 @@ class BulkStats:
     errors: int = 0
     fallbacks: int = 0
     calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
+    """Tokens of every attempt of every judge call of this run."""
     truncated_bytes: int = 0
     """Bytes of a torn last line cut from the output on start."""
     started: float = field(default_factory=time.monotonic)
@@ -50,15 +51,14 @@ class BulkStats:
         self.done += 1
         self.fallbacks += item.fallback
         self.calls += item.calls
-        self.prompt_tokens += item.prompt_tokens
-        self.completion_tokens += item.completion_tokens
+        self.usage = self.usage + item.usage
 
     def summary(self) -> str:
         """One line: what this run did."""
         return (
             f"{self.done} done, {self.skipped} skipped as already done, {self.errors} errors, "
             f"{self.fallbacks} fallbacks; {self.calls} judge calls, tokens "
-            f"{self.prompt_tokens}+{self.completion_tokens}, {self.elapsed_s:.1f} s"
+            f"{self.usage.prompt_tokens}+{self.usage.completion_tokens}, {self.elapsed_s:.1f} s"
         )
 
 

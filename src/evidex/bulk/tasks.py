@@ -30,6 +30,7 @@ from evidex.jobs.rerank import RerankSpec, arerank
 from evidex.jobs.tier import TierSpec, atier
 from evidex.preflight import coerce_passages
 from evidex.taxonomy import Taxonomy
+from evidex.types import Usage
 
 if TYPE_CHECKING:
     from evidex.harness.ports import StorePort
@@ -80,8 +81,7 @@ class Processed:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
+    usage: Usage = field(default_factory=Usage)
     fallback: bool = False
 
 
@@ -230,14 +230,12 @@ class BulkJob:
             report, result = await self.run(task, **run)
         except UsageError as exc:
             return Processed(line, task.id, error=error_line(line, task.id, "refused", str(exc)))
-        usage = result.usage
         return Processed(
             line,
             task.id,
             result=report,
             calls=result.judge_calls,
-            prompt_tokens=usage.prompt_tokens,
-            completion_tokens=usage.completion_tokens,
+            usage=result.usage,
             fallback=fell_back(self.job, result),
         )
 

@@ -168,7 +168,8 @@ def bulk_progress(label: str) -> Iterator[Callable[[BulkStats], None]]:
         elapsed = stats.elapsed_s
         rate = f"{stats.processed / elapsed:.1f} tasks/s" if elapsed > 0 else ""
         figures = (
-            f"calls {stats.calls} · tokens {stats.prompt_tokens}+{stats.completion_tokens}"
+            f"calls {stats.calls} · tokens "
+            f"{stats.usage.prompt_tokens}+{stats.usage.completion_tokens}"
             f" · errors {stats.errors} · fallbacks {stats.fallbacks}"
         )
         bar.update(
