@@ -24,9 +24,13 @@ class BulkStats:
     errors_path: Path
     total: int = 0
     done: int = 0
+    """Results written in this run."""
     skipped: int = 0
+    """Tasks whose id was already in the output (done by an earlier run)."""
     errors: int = 0
+    """Bad lines and refused tasks, each a line of the errors file."""
     fallbacks: int = 0
+    """Results in which some judgment fell back (each has its review item)."""
     calls: int = 0
     usage: Usage = field(default_factory=Usage)
     """Tokens of every attempt of every judge call of this run."""

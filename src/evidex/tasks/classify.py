@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -220,11 +220,7 @@ class ClassifyStep(
         names = batch.taxonomy.names
         by_id = {p.passage_id: p for p in batch.passages}
         assignments: list[LabelAssignment] = []
-        for index, item in enumerate(items):
-            where = f"classifications[{index}]"
-            if not isinstance(item, dict):
-                errors.append(f"{where} must be an object")
-                continue
+        for where, item in _objects(items, "classifications", "an object", errors):
             assignment, item_errors = _check_assignment(where, item, names, by_id)
             errors += item_errors
             if assignment is not None:
@@ -383,6 +379,19 @@ def _check_assignment(
     )
 
 
+def _objects(
+    raw: list[Any], where: str, shape: str, errors: list[str]
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each entry of a reply list that is a JSON object, with its place (``where[i]``); every
+    other entry is an error saying what it must be."""
+    for index, entry in enumerate(raw):
+        at = f"{where}[{index}]"
+        if isinstance(entry, dict):
+            yield at, entry
+        else:
+            errors.append(f"{at} must be {shape}")
+
+
 def _check_evidence(
     where: str, item: Mapping[str, Any], by_id: Mapping[str, Passage]
 ) -> tuple[list[Evidence], list[str]]:
@@ -392,11 +401,8 @@ def _check_evidence(
         return [], [f"{where} must be a list of evidence objects"]
     errors: list[str] = []
     evidence: list[Evidence] = []
-    for index, entry in enumerate(raw):
-        at = f"{where}[{index}]"
-        if not isinstance(entry, dict):
-            errors.append(f"{at} must be an object with passage_id, quoted_text and rationale")
-            continue
+    shape = "an object with passage_id, quoted_text and rationale"
+    for at, entry in _objects(raw, where, shape, errors):
         entry_errors = _check_quote(at, entry, by_id)
         rationale = entry.get("rationale")
         if not isinstance(rationale, str) or not rationale.strip():
