@@ -22,7 +22,19 @@ HEADER = (
 
 
 def command_line() -> str:
-    return "python " + " ".join(shlex.quote(a) for a in sys.argv)
+    """The command as a user would type it: paths inside the project or beside it (the
+    shared data) written relative to the project, never as this machine's absolute paths."""
+    project = str(Path(__file__).resolve().parent.parent)
+    beside = str(Path(project).parent)
+
+    def relative(arg: str) -> str:
+        if arg.startswith(project + "/"):
+            return arg[len(project) + 1 :]
+        if arg.startswith(beside + "/"):
+            return "../" + arg[len(beside) + 1 :]
+        return arg
+
+    return "python " + " ".join(shlex.quote(relative(a)) for a in sys.argv)
 
 
 def write_section(name: str, title: str, body: str, command: str | None = None) -> None:
