@@ -12,8 +12,6 @@ SDK against the loopback fake server, which counts the chat requests in flight.
 from __future__ import annotations
 
 import asyncio
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +33,7 @@ from tests.fake_openai_server import (
     serve,
     tier_reply_for,
 )
+from tests.live_service import serve_app
 
 pytestmark = pytest.mark.network
 
@@ -83,30 +82,12 @@ async def close(judge: Judge) -> None:
 @contextmanager
 def live_service(store: SqlStore, judge: Judge) -> Iterator[str]:
     """The service on a real uvicorn server on a free loopback port, in a thread."""
-    import uvicorn
-
     from evidex.service import create_app
 
-    config = uvicorn.Config(
-        create_app(store, judges={SPEC: judge}, allowed_judges={SPEC}),
-        host="127.0.0.1",
-        port=0,
-        log_level="warning",
-        backlog=1024,
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+    with serve_app(
+        create_app(store, judges={SPEC: judge}, allowed_judges={SPEC}), backlog=1024
+    ) as base:
+        yield base
 
 
 def test_200_service_requests_never_exceed_the_judge_limit(store: SqlStore) -> None:

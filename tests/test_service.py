@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +9,7 @@ import httpx
 import pytest
 
 from evidex.store import SqlStore
+from tests.live_service import serve_app
 from tests.scripted import ScriptedJudge, tier_reply
 
 pytest.importorskip("fastapi")
@@ -90,23 +89,9 @@ def test_metrics_and_health(store: SqlStore) -> None:
 
 @pytest.fixture
 def live_server(store: SqlStore) -> Iterator[tuple[str, ScriptedJudge]]:
-    import uvicorn
-
     judge = ScriptedJudge([tier_reply] * 5)
-    config = uvicorn.Config(
-        create_app(store, judges={"scripted": judge}), host="127.0.0.1", port=0, log_level="warning"
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started, "uvicorn did not start"
-    port = server.servers[0].sockets[0].getsockname()[1]
-    yield f"http://127.0.0.1:{port}", judge
-    server.should_exit = True
-    thread.join(timeout=10)
+    with serve_app(create_app(store, judges={"scripted": judge})) as base:
+        yield base, judge
 
 
 @pytest.mark.network
