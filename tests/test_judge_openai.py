@@ -539,22 +539,24 @@ def test_dropped_connection_is_retried(
 def test_server_slower_than_the_harness_timeout_falls_back(
     server: FakeOpenAIServer, judge: OpenAIJudge, store: SqlStore, passages: list[Passage]
 ) -> None:
+    # The timeout covers connecting too: long enough that a loaded machine still sends
+    # every attempt, so each audit row matches a request the server saw.
     server.add(*[Reply(text_of(valid(passages)), delay_s=5.0)] * 3)
-    result = run_tier(judge, store, passages, settings=HarnessSettings(timeout_s=0.3, backoff_s=0))
+    result = run_tier(judge, store, passages, settings=HarnessSettings(timeout_s=1.0, backoff_s=0))
 
     check_invariants(result, passages, store, server)
-    check_fallback(result, store, "did not answer within 0.3s")
+    check_fallback(result, store, "did not answer within 1s")
 
 
 def test_server_slower_than_the_client_timeout_falls_back(
     server: FakeOpenAIServer, store: SqlStore, passages: list[Passage]
 ) -> None:
-    judge = make_judge(server.base_url, timeout_s=0.3)
+    judge = make_judge(server.base_url, timeout_s=1.0)
     server.add(*[Reply(text_of(valid(passages)), delay_s=5.0)] * 3)
     result = run_tier(judge, store, passages)
 
     check_invariants(result, passages, store, server)
-    check_fallback(result, store, "did not answer within 0.3s")
+    check_fallback(result, store, "did not answer within 1s")
 
 
 def test_unreachable_server_falls_back(store: SqlStore, passages: list[Passage]) -> None:
