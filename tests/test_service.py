@@ -24,7 +24,9 @@ PASSAGES = [
 
 
 def _client(store: SqlStore, judge: ScriptedJudge) -> TestClient:
-    return TestClient(create_app(store, judges={"scripted": judge}))
+    return TestClient(
+        create_app(store, judges={"scripted": judge}, auth="off", allowed_hosts=["testserver"])
+    )
 
 
 def test_tier_endpoint_returns_the_spec_schema(store: SqlStore) -> None:

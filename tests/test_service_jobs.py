@@ -19,7 +19,9 @@ from evidex.service import create_app
 
 
 def _client(store: SqlStore, judge: ScriptedJudge) -> TestClient:
-    return TestClient(create_app(store, judges={"scripted": judge}))
+    return TestClient(
+        create_app(store, judges={"scripted": judge}, auth="off", allowed_hosts=["testserver"])
+    )
 
 
 def _dump(passages: list[Any]) -> list[dict[str, Any]]:

@@ -2,28 +2,98 @@
 
 from __future__ import annotations
 
+import logging
+import os
+from typing import Annotated
+
 import typer
 
-from evidex.cli._app import app
-from evidex.errors import MissingExtraError
+from evidex.cli._app import app, err_console
+from evidex.cli._io import open_db
+from evidex.cli._options import DbOpt
+from evidex.errors import MissingExtraError, UsageError
+
+logger = logging.getLogger("evidex.serve")
+
+_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
+_ANY_ADDRESS = ("0.0.0.0", "::", "")
+
+
+def allowed_hosts_for(host: str, given: list[str]) -> list[str]:
+    """The Host headers to answer: the given ones, else this machine's names plus the bound
+    address (any, when bound to every interface and none is given)."""
+    if given:
+        return given
+    if host in _ANY_ADDRESS:
+        return ["*"]
+    return [*_LOOPBACK_NAMES, *([] if host in _LOOPBACK_NAMES else [host])]
 
 
 @app.command()
 def serve(
-    host: str = typer.Option(
-        "127.0.0.1", help="Interface to bind; 0.0.0.0 exposes it to the network."
-    ),
-    port: int = typer.Option(8321, help="TCP port."),
-    db: str = typer.Option(
-        None, "--db", help="Store URL (default: EVIDEX_DB or the user data dir)."
-    ),
+    host: Annotated[
+        str, typer.Option(help="Interface to bind; 0.0.0.0 exposes it to the network.")
+    ] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="TCP port.")] = 8321,
+    db: DbOpt = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="Serve every caller without a key. Only for a trusted network: anyone who can "
+            "reach the port can read raw judge output and resolve review items.",
+        ),
+    ] = False,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            help="A Host header to answer (repeatable; default: this machine's names and the "
+            "bound address; EVIDEX_ALLOWED_HOSTS, comma-separated).",
+        ),
+    ] = None,
+    cors_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cors-origin",
+            help="A browser origin whose pages may call the API (repeatable; default none).",
+        ),
+    ] = None,
 ) -> None:
-    """Serve the jobs over HTTP: POST /tier (and the other jobs), /review, /log, /metrics and
-    /healthz."""
+    """Serve the jobs over HTTP: POST /tier (and the other jobs), the review queue and its web UI
+    at /ui/, /log, /keys, /metrics and /healthz.
+
+    Callers send an API key (`evidex keys create`) as 'Authorization: Bearer KEY'. Until the
+    store has a key, only this machine is served; on any other address the server refuses to
+    start without one (or --no-auth)."""
     try:
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError("evidex serve", "service") from exc
     from evidex.service import create_app
+    from evidex.service.auth import is_loopback
 
-    uvicorn.run(create_app(db), host=host, port=port, log_level="info")
+    with open_db(db) as store:
+        has_keys = store.has_keys()
+        url = store.url
+    if not no_auth and not has_keys and not is_loopback(host):
+        raise UsageError(
+            f"refusing to serve on {host} with no API key in the store: make one with "
+            "`evidex keys create --role client` (or pass --no-auth on a trusted network)"
+        )
+    if no_auth:
+        for line in (
+            "AUTHENTICATION IS OFF (--no-auth): every caller is served as admin.",
+            "Anyone who can reach this port can read raw judge output and resolve reviews.",
+        ):
+            logger.warning(line)
+            err_console.print(f"[bold red]warning:[/] {line}", highlight=False)
+    env_hosts = [h.strip() for h in os.environ.get("EVIDEX_ALLOWED_HOSTS", "").split(",") if h]
+    hosts = allowed_hosts_for(host, list(allowed_host or []) or env_hosts)
+    application = create_app(
+        url,
+        auth="off" if no_auth else "auto",
+        allowed_hosts=hosts,
+        cors_origins=list(cors_origin or []),
+    )
+    uvicorn.run(application, host=host, port=port, log_level="info")

@@ -1,16 +1,20 @@
 """FastAPI app factory. Judges are built once per spec and kept, so a model loads once and a
 judge's in-flight limit and circuit breaker hold across every request. The job endpoints are in
-:mod:`evidex.service.jobs`; the review queue, the audit log, metrics and health here."""
+:mod:`evidex.service.jobs`, who may call what in :mod:`evidex.service.auth`; the review queue,
+the audit log, keys, metrics and health here."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
-    from fastapi import FastAPI, HTTPException, Request
-    from fastapi.responses import JSONResponse, PlainTextResponse
+    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi.middleware.cors import CORSMiddleware
+    from fastapi.middleware.trustedhost import TrustedHostMiddleware
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     from evidex.errors import MissingExtraError
 
@@ -25,9 +29,25 @@ from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge
 from evidex.judging import Judge
-from evidex.store import DEFAULT_LEASE_S, SqlStore, open_store
+from evidex.service.auth import AuthMode, Gate, Principal
+from evidex.store import DEFAULT_LEASE_S, ROLES, SqlStore, open_store
 
-__all__ = ["create_app"]
+__all__ = ["LOOPBACK_HOSTS", "create_app"]
+
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
+"""The Host headers a service answers by default: names of this machine only, so a page on
+another site cannot reach it through DNS rebinding."""
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": (
+        "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; "
+        "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "Cache-Control": "no-store",
+}
 
 
 class ResolveRequest(BaseModel):
@@ -37,9 +57,27 @@ class ResolveRequest(BaseModel):
 
 
 class ClaimRequest(BaseModel):
-    reviewer: str
+    reviewer: str | None = None
     job: str | None = None
     lease_s: float = DEFAULT_LEASE_S
+
+
+class KeyRequest(BaseModel):
+    role: str
+    name: str | None = None
+
+
+def _acting_reviewer(principal: Principal, named: str | None) -> str | None:
+    """Who resolves or claims: the key's name. A request may name someone only where no key
+    identifies the caller (no keys yet, or --no-auth)."""
+    if not principal.key_id:
+        return named
+    if named is not None and named != principal.name:
+        raise HTTPException(
+            status_code=422,
+            detail=f"reviewer {named!r} is not the caller; this key acts as {principal.name!r}",
+        )
+    return principal.name
 
 
 def create_app(
@@ -47,11 +85,18 @@ def create_app(
     *,
     judges: Mapping[str, Judge] | None = None,
     allowed_judges: set[str] | None = None,
+    auth: AuthMode = "auto",
+    allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
+    cors_origins: Sequence[str] = (),
 ) -> FastAPI:
     """Build the app. ``judges`` pre-builds judges by spec (tests, custom backends);
     ``allowed_judges`` limits which specs a request may name (default: ``EVIDEX_SERVICE_JUDGES``
     as a comma list, else the configured judges of the jobs plus the pre-built ones). Judge
-    endpoints and keys come from the server's environment, never from a request."""
+    endpoints and keys come from the server's environment, never from a request.
+
+    ``auth``: see :mod:`evidex.service.auth`. ``allowed_hosts``: the Host headers answered
+    (``["*"]`` for any); ``cors_origins``: the browser origins allowed to call the API from
+    their pages (none by default)."""
     # Read once: a request must not pay for a config-file read, and a server's judges and
     # limits should not change under it when someone edits the file.
     configured = load_settings()
@@ -73,10 +118,56 @@ def create_app(
             cache[spec] = resolve_judge(spec, job)
         return resolve_judge(cache[spec], job)
 
-    app = FastAPI(title="evidex", version=__version__, description="Grade retrieved evidence.")
+    gate = Gate(the_store, auth)
+    client, reviewer, admin = (
+        Depends(gate.requires("client")),
+        Depends(gate.requires("reviewer")),
+        Depends(gate.requires("admin")),
+    )
+    anyone = Depends(gate.requires(*ROLES, cookie=True))
+
+    app = FastAPI(
+        title="evidex",
+        version=__version__,
+        description="Grade retrieved evidence.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+    )
     app.state.store = the_store
     app.state.judge_for = judge_for
-    _mount_prometheus(app)
+    app.state.gate = gate
+    app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    if cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type"],
+        )
+
+    @app.middleware("http")
+    async def _security_headers(request: Request, call_next: Any) -> Any:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
+
+    _mount_prometheus(app, anyone)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[anyone])
+    async def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[anyone])
+    async def docs() -> HTMLResponse:
+        page = get_swagger_ui_html(openapi_url="/openapi.json", title="evidex API")
+        # Swagger UI's page loads its script from a CDN: widen the policy for this page only.
+        page.headers["Content-Security-Policy"] = (
+            "default-src 'self' https://cdn.jsdelivr.net 'unsafe-inline'; img-src 'self' data: "
+            "https:; frame-ancestors 'none'"
+        )
+        return page
 
     @app.exception_handler(EvidexError)
     async def _errors(_: Request, exc: EvidexError) -> JSONResponse:
@@ -101,7 +192,7 @@ def create_app(
             "schema_version": the_store.schema_version(),
         }
 
-    @app.get("/review")
+    @app.get("/review", dependencies=[reviewer])
     async def review_list(
         status: str = "pending", job: str | None = None, limit: int = 100
     ) -> list[dict[str, Any]]:
@@ -110,21 +201,43 @@ def create_app(
         )
 
     @app.post("/review/claim")
-    async def review_claim(body: ClaimRequest) -> dict[str, Any] | None:
+    async def review_claim(body: ClaimRequest, who: Principal = reviewer) -> dict[str, Any] | None:
         """Lease the oldest free pending item to the reviewer (null when none is free)."""
-        return the_store.claim_review(body.reviewer, job=body.job, lease_s=body.lease_s)
+        name = _acting_reviewer(who, body.reviewer)
+        if not name:
+            raise HTTPException(status_code=422, detail="name the reviewer who claims")
+        return the_store.claim_review(name, job=body.job, lease_s=body.lease_s)
 
-    @app.get("/review/{item_id}")
+    @app.get("/review/{item_id}", dependencies=[reviewer])
     async def review_show(item_id: int) -> dict[str, Any]:
         return the_store.get_review(item_id)
 
     @app.post("/review/{item_id}/resolve")
-    async def review_resolve(item_id: int, body: ResolveRequest) -> dict[str, Any]:
+    async def review_resolve(
+        item_id: int, body: ResolveRequest, who: Principal = reviewer
+    ) -> dict[str, Any]:
         return the_store.resolve_review(
-            item_id, decision=body.decision, note=body.note, reviewer=body.reviewer
+            item_id,
+            decision=body.decision,
+            note=body.note,
+            reviewer=_acting_reviewer(who, body.reviewer),
         )
 
-    @app.get("/log")
+    @app.get("/keys", dependencies=[admin])
+    async def keys_list(include_revoked: bool = False) -> list[dict[str, Any]]:
+        return [k.as_dict() for k in the_store.list_keys(include_revoked=include_revoked)]
+
+    @app.post("/keys", dependencies=[admin], status_code=201)
+    async def keys_create(body: KeyRequest) -> dict[str, Any]:
+        """Make a key; the response is the only place its secret is ever shown."""
+        key, secret = the_store.create_key(body.role, body.name)
+        return {**key.as_dict(), "key": secret}
+
+    @app.post("/keys/{key_id}/revoke", dependencies=[admin])
+    async def keys_revoke(key_id: str) -> dict[str, Any]:
+        return the_store.revoke_key(key_id).as_dict()
+
+    @app.get("/log", dependencies=[reviewer])
     async def log(
         last: int = 50, run_id: str | None = None, job: str | None = None
     ) -> list[dict[str, Any]]:
@@ -134,17 +247,17 @@ def create_app(
 
     from evidex.service.jobs import register_job_routes
 
-    register_job_routes(app, the_store, judge_for, settings)
+    register_job_routes(app, the_store, judge_for, settings, dependencies=[client])
     return app
 
 
-def _mount_prometheus(app: FastAPI) -> None:
+def _mount_prometheus(app: FastAPI, anyone: Any) -> None:
     """Expose harness metrics at /metrics in the Prometheus text format."""
     try:
         import prometheus_client as prom
     except ImportError:  # pragma: no cover - the service extra brings it
 
-        @app.get("/metrics")
+        @app.get("/metrics", dependencies=[anyone])
         async def metrics_json() -> dict[str, Any]:
             return metrics().snapshot()
 
@@ -184,7 +297,7 @@ def _mount_prometheus(app: FastAPI) -> None:
 
     metrics().add_listener(forward)
 
-    @app.get("/metrics")
+    @app.get("/metrics", dependencies=[anyone])
     async def prometheus_metrics() -> PlainTextResponse:
         return PlainTextResponse(
             prom.generate_latest(registry).decode(), media_type=prom.CONTENT_TYPE_LATEST

@@ -9,7 +9,7 @@ judge output).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 from fastapi import FastAPI
@@ -111,11 +111,15 @@ def register_job_routes(
     store: SqlStore,
     judge_for: Callable[[str | None, str], Judge],
     settings: HarnessSettings,
+    dependencies: Sequence[Any] = (),
 ) -> None:
+    """Add the four job endpoints; ``dependencies`` guard each (the caller's role)."""
+    guard = list(dependencies)
+
     def run(body: JobRequest, job: str) -> dict[str, Any]:
         return {"judge": judge_for(body.judge, job), "store": store, "settings": settings}
 
-    @app.post("/tier")
+    @app.post("/tier", dependencies=guard)
     async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
         result = await atier(body.query, body.passages, **run(body, "tier"), **body.options())
         report = result.report()
@@ -125,12 +129,12 @@ def register_job_routes(
             )
         return report
 
-    @app.post("/rerank")
+    @app.post("/rerank", dependencies=guard)
     async def rerank_endpoint(body: RerankRequest) -> dict[str, Any]:
         result = await arerank(body.query, body.passages, **run(body, "rerank"), **body.options())
         return result.model_dump(mode="json")
 
-    @app.post("/classify")
+    @app.post("/classify", dependencies=guard)
     async def classify_endpoint(body: ClassifyRequest) -> dict[str, Any]:
         result = await aclassify(
             body.input, body.passages, body.labels, **run(body, "classify"), **body.options()
@@ -147,10 +151,10 @@ def register_job_routes(
             **body.options(),
         )
 
-    @app.post("/audit")
+    @app.post("/audit", dependencies=guard)
     async def audit_endpoint(body: AuditRequest) -> dict[str, Any]:
         return (await _audit(body)).report()  # type: ignore[no-any-return]
 
-    @app.post("/audit/decision")
+    @app.post("/audit/decision", dependencies=guard)
     async def audit_decision_endpoint(body: AuditRequest) -> dict[str, Any]:
         return (await _audit(body)).decision.model_dump(mode="json")  # type: ignore[no-any-return]

@@ -93,6 +93,30 @@ golden_labels = sa.Table(
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+api_keys = sa.Table(
+    "api_keys",
+    metadata,
+    # the key's public id: the part of the key before its secret, shown in lists and logs
+    sa.Column("key_id", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("role", sa.String(16), nullable=False),
+    sa.Column("salt", sa.String(64), nullable=False),
+    sa.Column("digest", sa.String(128), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("revoked_at", sa.DateTime(timezone=True), nullable=True),
+)
+
+ui_sessions = sa.Table(
+    "ui_sessions",
+    metadata,
+    # the sha-256 of the cookie's token: a leaked table does not log anyone in
+    sa.Column("token_hash", sa.String(64), primary_key=True),
+    sa.Column("key_id", sa.String(32), nullable=False, index=True),
+    sa.Column("csrf", sa.String(64), nullable=False),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
+)
+
 
 def _m1_initial_tables(conn: Connection) -> None:
     for table in (audit_log, cache, review_queue, golden_labels):
@@ -135,8 +159,15 @@ def _m3_review_leases_and_dedup(conn: Connection) -> None:
     )
 
 
+def _m4_api_keys_and_sessions(conn: Connection) -> None:
+    """Keys with roles for the service, and the review UI's login sessions."""
+    for table in (api_keys, ui_sessions):
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial tables", _m1_initial_tables),
     (2, "audit log append-only", _m2_audit_log_append_only),
     (3, "review leases and idempotent enqueue", _m3_review_leases_and_dedup),
+    (4, "api keys and ui sessions", _m4_api_keys_and_sessions),
 ]

@@ -19,6 +19,7 @@ from sqlalchemy.pool import StaticPool
 from evidex.errors import ConfigError, StoreError
 from evidex.harness.events import AuditRecord
 from evidex.store import _schema as t
+from evidex.store._keys import KeyRing
 from evidex.store._reviews import ReviewQueue
 from evidex.store._util import aware as _aware
 from evidex.store._util import new_id as _new_id
@@ -46,9 +47,9 @@ def open_store(url: str | None = None) -> SqlStore:
     return SqlStore(url or default_url())
 
 
-class SqlStore(ReviewQueue):
-    """Audit log (append-only), content-addressed cache, review queue (:mod:`._reviews`) and
-    golden labels."""
+class SqlStore(ReviewQueue, KeyRing):
+    """Audit log (append-only), content-addressed cache, review queue (:mod:`._reviews`),
+    golden labels, and the service's keys and UI sessions (:mod:`._keys`)."""
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -74,6 +75,7 @@ class SqlStore(ReviewQueue):
         except (SQLAlchemyError, ImportError, OSError, ValueError) as exc:
             raise ConfigError(f"cannot open the store at {_safe_url(url)}: {exc}") from exc
         self._lock = threading.RLock()
+        self._verified_keys = {}
         self._audit = _AuditWriter(self._insert_audit)
         _OPEN.add(self)
         self.migrate()
