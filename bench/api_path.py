@@ -136,6 +136,8 @@ class LoopbackJudgeServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
 
 
 @contextmanager
