@@ -10,7 +10,11 @@ LLM_STAMP := $(VENV)/.installed-llm
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: demo test test-fast check fmt llm clean
+.PHONY: demo test test-fast check fmt llm system-deps clean
+
+# Debian packages the real-parts tests use: Chromium for the review UI's browser tests and the
+# PostgreSQL server binaries the store tests start in a temp dir. Installed when missing and
+# this is a root shell with apt-get (CI, fresh machines); elsewhere those tests skip and say why.
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +36,23 @@ $(LLM_STAMP): $(STAMP)
 
 llm: $(LLM_STAMP)
 
+system-deps:
+	@missing=""; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		echo "installing Debian packages for the browser and PostgreSQL tests:$$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends $$missing >/dev/null; \
+	else \
+		echo "not installing$$missing (needs root and apt-get): those tests will skip"; \
+	fi
+
 demo: $(LLM_STAMP)
 	$(BIN)/evidex demo
 
-test: $(STAMP) $(LLM_STAMP)
+test: $(STAMP) $(LLM_STAMP) system-deps
 	$(BIN)/python -m pytest -q
 
 test-fast: $(STAMP)
