@@ -526,3 +526,44 @@ def test_postgres_ten_processes_migrate_a_fresh_database_at_once(
 ) -> None:
     for url in (fresh_pg, _new_database(str(request.getfixturevalue("pg_url")))):
         assert _ten_at_once(url) == [LATEST] * 10
+
+
+@pytest.mark.network
+def test_two_service_replicas_on_one_postgres_never_share_or_double_resolve(
+    fresh_pg: str,
+) -> None:
+    """Two ``evidex serve`` processes over one database, a reviewer on each, racing over HTTP:
+    claims never hand one item to both, and each item is resolved once (the loser gets 409)."""
+    import concurrent.futures
+
+    import httpx
+
+    from tests.live_service import serve_process
+
+    store = open_store(fresh_pg)
+    claim_ids, resolve_ids = _items(store, 100), _items(store, 200, job="rerank")
+    keys = {who: store.create_key("reviewer", who)[1] for who in ("ana", "ben")}
+
+    def claimer(base: str, who: str) -> list[int]:
+        got = []
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {keys[who]}"}) as c:
+            while (item := c.post("/review/claim", json={"job": "tier"}).json()) is not None:
+                got.append(item["id"])
+        return got
+
+    def resolver(base: str, who: str) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {"won": [], "lost": []}
+        with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {keys[who]}"}) as c:
+            for i, item in enumerate(resolve_ids):  # a ranking of the item's one passage
+                response = c.post(f"/review/{item}/resolve", json={"decision": f'["p{i}"]'})
+                assert response.status_code in (200, 409), response.text
+                out["won" if response.status_code == 200 else "lost"].append(item)
+        return out
+
+    with serve_process(fresh_pg) as a, serve_process(fresh_pg) as b:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            ana, ben = pool.map(claimer, (a, b), ("ana", "ben"))
+            assert sorted(ana + ben) == claim_ids and set(ana).isdisjoint(ben)
+            won_a, won_b = pool.map(resolver, (a, b), ("ana", "ben"))
+    _assert_resolved_once(store, resolve_ids, won_a, won_b)
+    store.close()
