@@ -77,3 +77,22 @@ def test_the_bulk_example_runs_as_written_and_resumes(tmp_path: Path) -> None:
     tasks = (ROOT / "examples" / "bulk" / "tier.jsonl").read_text().splitlines()
     assert sorted(ids) == sorted(json.loads(t)["id"] for t in tasks)
     assert "skipped as already done" in done.stderr
+
+
+def test_the_keys_examples_run_as_written(tmp_path: Path) -> None:
+    commands = [c for c in _cli_commands() if c.startswith("evidex keys")]
+    assert len(commands) == 3
+    script = Path(sys.executable).with_name("evidex")
+    env = {**os.environ, "EVIDEX_DB": str(tmp_path / "evidex.db")}
+    outputs = []
+    for command in commands:
+        line = command.replace("evidex", shlex.quote(str(script)), 1)
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    made = [out.strip().splitlines()[-1] for out in outputs[:2]]
+    assert all(key.startswith("evx_") for key in made)
+    assert "rag-api" in outputs[2] and "ana" in outputs[2]
+    assert not any(key in outputs[2] for key in made)
