@@ -1,11 +1,13 @@
 """Storage: append-only audit log, content-addressed cache, review queue, golden labels, and
 the service's API keys and UI sessions."""
 
+from evidex.store._decisions import AUDIT_STATUSES
 from evidex.store._keys import ROLES, ApiKey, UiSession
 from evidex.store._reviews import DEFAULT_LEASE_S
 from evidex.store._sql import SqlStore, default_url, open_store
 
 __all__ = [
+    "AUDIT_STATUSES",
     "DEFAULT_LEASE_S",
     "ROLES",
     "ApiKey",

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
@@ -60,6 +61,24 @@ def review_key(request: ReviewRequest) -> str:
     return sha256_hex(stable_json(material))
 
 
+_SUMMARY_FIELDS = (
+    "id",
+    "job",
+    "status",
+    "reason",
+    "risk",
+    "run_id",
+    "batch_id",
+    "passage_ids",
+    "decision",
+    "reviewer",
+    "created_at",
+    "resolved_at",
+    "lease_holder",
+    "lease_expires_at",
+)
+"""The columns of a queue listing: all but the payload, the note and the dedup key."""
+
 _NO_LEASE: dict[str, Any] = {"lease_holder": None, "lease_expires_at": None}
 """What ends a lease: released, resolved."""
 
@@ -74,6 +93,9 @@ class ReviewQueue:
         raise NotImplementedError
 
     def _write(self, stmt: Any, rows: list[dict[str, Any]] | None = None) -> int:
+        raise NotImplementedError
+
+    def flush(self) -> None:
         raise NotImplementedError
 
     # ------------------------------------------------------------------ enqueue
@@ -109,6 +131,47 @@ class ReviewQueue:
     ) -> list[dict[str, Any]]:
         query = select_where(q, q.c.id, limit, status=status, job=job)
         return [_review_row(r) for r in self._read(query)]
+
+    def review_summaries(
+        self, *, status: str | None = "pending", job: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Items without their payloads, oldest first: what a queue page filters and counts.
+        A payload holds every passage in full, so thousands of items stay cheap only without
+        it."""
+        query = sa.select(*(q.c[name] for name in _SUMMARY_FIELDS)).order_by(q.c.id)
+        if status is not None:
+            query = query.where(q.c.status == status)
+        if job is not None:
+            query = query.where(q.c.job == job)
+        return [_review_row(r) for r in self._read(query)]
+
+    def run_provenance(self, run_ids: Iterable[str]) -> dict[str, dict[str, str]]:
+        """Who judged each run: ``judge_id``, ``model_version`` and ``prompt_version`` of its
+        last judged exchange in the audit log (a row that names a prompt version). A run that
+        made no judged exchange (every answer cached) is absent. One grouped query per 500
+        runs, over the log's ``run_id`` index."""
+        a = t.audit_log
+        wanted = sorted(set(run_ids))
+        self.flush()
+        found: dict[str, tuple[int, dict[str, str]]] = {}
+        for start in range(0, len(wanted), 500):
+            query = (
+                sa.select(
+                    a.c.run_id,
+                    a.c.judge_id,
+                    a.c.model_version,
+                    a.c.prompt_version,
+                    sa.func.max(a.c.id).label("last"),
+                )
+                .where(a.c.run_id.in_(wanted[start : start + 500]), a.c.prompt_version != "")
+                .group_by(a.c.run_id, a.c.judge_id, a.c.model_version, a.c.prompt_version)
+            )
+            for row in self._read(query):
+                last = int(row.pop("last"))
+                run = str(row.pop("run_id"))
+                if run not in found or found[run][0] < last:
+                    found[run] = (last, {k: str(v or "") for k, v in row.items()})
+        return {run: value for run, (_, value) in found.items()}
 
     def get_review(self, item_id: int) -> dict[str, Any]:
         rows = self._read(sa.select(q).where(q.c.id == item_id))
@@ -170,6 +233,31 @@ class ReviewQueue:
             for item_id in candidates:  # the update re-checks: another process may have won
                 if self._write(q.update().where(q.c.id == item_id, free).values(**lease)) == 1:
                     return int(item_id)
+
+    def claim_item(
+        self, item_id: int, reviewer: str, *, lease_s: float = DEFAULT_LEASE_S
+    ) -> dict[str, Any]:
+        """Lease one chosen item to ``reviewer`` (or extend the lease they hold): a reviewer who
+        opens an item to work on it. An item already resolved, or held by someone else whose
+        lease has not run out, raises :class:`~evidex.errors.ReviewConflict`."""
+        if not reviewer.strip():
+            raise InputError("a claim needs the reviewer's name")
+        if not 0 < lease_s <= 7 * 24 * 3600:
+            raise InputError("a lease lasts more than 0 seconds and at most 7 days")
+        start = now()
+        may = sa.or_(
+            q.c.lease_holder.is_(None), q.c.lease_expires_at <= start, q.c.lease_holder == reviewer
+        )
+        until = start + timedelta(seconds=lease_s)
+        written = self._write(
+            q.update()
+            .where(q.c.id == item_id, q.c.status == "pending", may)
+            .values(lease_holder=reviewer, lease_expires_at=until)
+        )
+        item = self.get_review(item_id)
+        if written != 1:
+            raise ReviewConflict(_conflict(item, reviewer))
+        return item
 
     def release_review(self, item_id: int, reviewer: str) -> dict[str, Any]:
         """Give a claimed item back to the queue before its lease runs out."""
