@@ -248,6 +248,10 @@ def create_app(
     from evidex.service.jobs import register_job_routes
 
     register_job_routes(app, the_store, judge_for, settings, dependencies=[client])
+
+    from evidex.service.ui import register_ui
+
+    register_ui(app)
     return app
 
 

@@ -1,0 +1,186 @@
+"""How well each judge agrees with the reviewers: Cohen's kappa between the judge's grade and
+the reviewer's decision over resolved review items, per job × judge × prompt version.
+
+The reviewer's side is the golden label the decision stands for. For the tier job that is
+exactly what ``evidex review export`` writes (:func:`evidex.evaluate.review_export.
+export_tier_reviews`, called here per item); classify and audit read their decisions the same
+way (a label or ``accept`` names the label; a claim status per claim, or one for all claims);
+``reject`` says only what the grade is not, so it gives no pair. Rankings have no kappa.
+
+Kappa is :func:`evidex.evaluate.metrics.cohen_kappa`; its interval is the percentile bootstrap
+of :func:`evidex.evaluate.metrics.bootstrap_ci` over review items (an item's passages or claims
+resample together), 1000 resamples, seed 0, so the page shows the same numbers on every load.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evidex.errors import EvidexError
+from evidex.evaluate.calibration import CALIBRATION_FILE, check_calibration
+from evidex.evaluate.metrics import bootstrap_ci, cohen_kappa
+from evidex.evaluate.review_export import export_tier_reviews
+from evidex.store import AUDIT_STATUSES
+from evidex.types import DEFAULT_TIERS, TierDefinition, TierScheme
+
+__all__ = ["AgreementRow", "agreement", "pairs_of"]
+
+Pair = tuple[str, str]
+"""(reviewer's label, judge's label)."""
+
+
+@dataclass
+class AgreementRow:
+    job: str
+    judge_id: str
+    prompt_version: str
+    model_version: str = ""
+    items: int = 0
+    """Resolved items of this group."""
+    units: list[list[Pair]] = field(default_factory=list)
+    """Per item that gave pairs, its pairs (the bootstrap's units)."""
+    labels: list[str] = field(default_factory=list)
+    kappa: float | None = None
+    low: float | None = None
+    high: float | None = None
+    no_pair: int = 0
+    """Items that gave no pair (a reject, a fallback with no judge grade, a ranking)."""
+    calibration: str | None = None
+    """The calibration record checked, if there is one."""
+    stale: list[str] = field(default_factory=list)
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(u) for u in self.units)
+
+
+def _scheme(payload: Mapping[str, Any]) -> TierScheme:
+    names = [str(n) for n in payload.get("tiers") or []]
+    if not names or names == DEFAULT_TIERS.names:
+        return DEFAULT_TIERS
+    return TierScheme(
+        tiers=tuple(TierDefinition(name=n, definition=n) for n in names), fallback_tier=names[0]
+    )
+
+
+def pairs_of(item: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
+    """The (reviewer, judge) label pairs a resolved item gives, and the labels they range
+    over. A graded value of a fallback is no judge grade: such items give no pair."""
+    job = str(item.get("job"))
+    payload: Mapping[str, Any] = item.get("payload") or {}
+    decision = str(item.get("decision") or "").strip()
+    if job == "tier":
+        scheme = _scheme(payload)
+        assignment = payload.get("assignment")
+        judged = (
+            {str(assignment.get("passage_id")): str(assignment.get("tier"))}
+            if isinstance(assignment, dict) and assignment.get("source") != "fallback"
+            else {}
+        )
+        golden = export_tier_reviews([item], scheme=scheme).records
+        pairs = [(g.tier, judged[g.passage_id]) for g in golden if g.passage_id in judged]
+        return [p for p in pairs if p[1] in scheme.names], scheme.names
+    if job == "classify":
+        labels = [*(str(x) for x in payload.get("labels") or []), "unclassifiable"]
+        judge = payload.get("label")
+        if not isinstance(judge, str) or judge not in labels:
+            return [], labels
+        gold: str | None = None
+        if decision.lower() == "accept":
+            gold = judge
+        elif decision in labels or decision.lower() == "unclassifiable":
+            gold = decision.lower() if decision.lower() == "unclassifiable" else decision
+        elif decision.startswith("["):
+            chosen = [str(x) for x in json.loads(decision)]
+            gold = judge if judge in chosen else (chosen[0] if chosen else None)
+        return ([(gold, judge)] if gold in labels else []), labels
+    if job == "audit":
+        labels = list(AUDIT_STATUSES)
+        judged = {}
+        for claim in payload.get("claims") or []:
+            if isinstance(claim, dict) and claim.get("claim_id"):
+                status = (
+                    "contradicted" if claim.get("contradicted") else claim.get("classification")
+                )
+                judged[str(claim["claim_id"])] = str(status)
+        if decision.lower() == "accept":
+            mapping = dict(judged)
+        elif decision.lower() in labels:
+            mapping = dict.fromkeys(judged, decision.lower())
+        elif decision.startswith("{"):
+            mapping = {str(k): str(v) for k, v in json.loads(decision).items()}
+        else:
+            return [], labels
+        pairs = [(mapping[c], judged[c]) for c in judged if c in mapping]
+        return [p for p in pairs if p[0] in labels and p[1] in labels], labels
+    return [], []
+
+
+def _kappa(labels: Sequence[str]) -> Any:
+    def statistic(units: Sequence[list[Pair]]) -> float:
+        flat = [p for unit in units for p in unit]
+        if not flat:
+            return math.nan
+        return cohen_kappa([g for g, _ in flat], [j for _, j in flat], labels)
+
+    return statistic
+
+
+def _number(value: float) -> float | None:
+    return None if math.isnan(value) else value
+
+
+def agreement(
+    items: Iterable[Mapping[str, Any]],
+    provenance: Mapping[str, Mapping[str, str]],
+    reports: Path,
+) -> list[AgreementRow]:
+    """One row per job × judge × prompt version over resolved ``items``; ``provenance`` is
+    the store's ``run_provenance`` of their runs, ``reports`` the folder where ``evidex
+    calibrate`` writes ``calibration-JOB/calibration.json``."""
+    groups: dict[tuple[str, str, str], AgreementRow] = {}
+    for item in items:
+        if item.get("status") != "resolved":
+            continue
+        prov = provenance.get(str(item.get("run_id")), {})
+        key = (
+            str(item.get("job")),
+            prov.get("judge_id") or "unknown",
+            prov.get("prompt_version") or "unknown",
+        )
+        row = groups.setdefault(
+            key, AgreementRow(*key, model_version=prov.get("model_version") or "")
+        )
+        row.items += 1
+        try:
+            pairs, labels = pairs_of(item)
+        except (ValueError, TypeError, AttributeError):  # a decision the export cannot read
+            pairs, labels = [], []
+        row.labels = row.labels or labels
+        if pairs:
+            row.units.append(pairs)
+        else:
+            row.no_pair += 1
+    for row in groups.values():
+        if row.units and len(row.labels) >= 2:
+            interval = bootstrap_ci(row.units, _kappa(row.labels), samples=1000, seed=0)
+            row.kappa, row.low, row.high = (
+                _number(interval.value),
+                _number(interval.low),
+                _number(interval.high),
+            )
+        path = reports / f"calibration-{row.job}" / CALIBRATION_FILE
+        if path.is_file() and row.judge_id != "unknown":
+            row.calibration = str(path)
+            try:
+                row.stale = check_calibration(
+                    path, row.judge_id, row.model_version, row.prompt_version
+                )
+            except (EvidexError, OSError, ValueError) as exc:
+                row.stale = [f"cannot read the calibration record {path}: {exc}"]
+    return sorted(groups.values(), key=lambda r: (r.job, r.judge_id, r.prompt_version))
