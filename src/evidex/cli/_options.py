@@ -115,7 +115,7 @@ JudgeOpt = Annotated[
         "-j",
         metavar="SPEC",
         help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
-        "Default: the job's configured judge (EVIDEX_JUDGE_<JOB>, [judges] in the config "
+        "Default: the job's configured judge (`EVIDEX_JUDGE_<JOB>`, [judges] in the config "
         "file), else local:minilm for tier and rerank, local:qwen for classify and audit.",
     ),
 ]

@@ -150,7 +150,7 @@ def rerank_command(
     ] = None,
     queries: Annotated[
         Path | None,
-        unset_option("--queries", metavar="queries.tsv", help="Batch form: qid<TAB>query lines."),
+        unset_option("--queries", metavar="queries.tsv", help="Batch form: `qid<TAB>query` lines."),
     ] = None,
 ) -> None:
     """Rerank candidate passages by relevance, with a justification per position.
