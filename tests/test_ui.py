@@ -508,7 +508,9 @@ def test_agreement_panel_numbers(
     )
     assert row, page
     cells = row.group(1)
-    assert re.search(r'class="num items">6<', cells) and re.search(r'class="num pairs">4<', cells)
+    assert re.search(r'class="num col-items">6<', cells) and re.search(
+        r'class="num col-pairs">4<', cells
+    )
     assert f'class="num kappa">{expected:.3f}<' in cells
     low, high = re.search(r'class="num ci">(-?[\d.]+) – (-?[\d.]+)<', cells).groups()
     assert float(low) <= expected <= float(high)
