@@ -1,7 +1,6 @@
-"""The README's tier and rerank examples run as written, with the real embedded judge.
-
-(The classify and audit examples need an LLM judge; their commands are exercised with the
-scripted judge in their own CLI tests.)"""
+"""The README's examples run as written: tier and rerank with the real embedded judge, the
+classify and audit snippets with a scripted judge standing in for their LLM (``openai:``,
+``local:qwen``); the YAML tiers file loads as written."""
 
 from __future__ import annotations
 
@@ -14,6 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
+
+import evidex
+from evidex import judges
+from evidex.judging import JudgeRequest
+from tests.scripted import ScriptedJudge
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -32,6 +37,11 @@ def _cli_commands() -> list[str]:
             if line.startswith("evidex "):
                 commands.append(line)
     return commands
+
+
+def _first_block(marker: str) -> str:
+    [block] = [b for b in _python_blocks() if marker in b]
+    return block
 
 
 def test_tier_and_rerank_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -96,3 +106,91 @@ def test_the_keys_examples_run_as_written(tmp_path: Path) -> None:
     assert all(key.startswith("evx_") for key in made)
     assert "rag-api" in outputs[2] and "ana" in outputs[2]
     assert not any(key in outputs[2] for key in made)
+
+
+def test_the_custom_tiers_file_loads_and_grades(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    [text] = [b for b in re.findall(r"```yaml\n(.*?)```", README, re.DOTALL) if "tiers:" in b]
+    assert "no answer" in yaml.safe_load(text)["tiers"][1]["definition"]  # not cut at a comma
+    (tmp_path / "tiers.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
+    namespace: dict[str, object] = {}
+    exec(compile(_first_block("passages = ["), "README.md", "exec"), namespace)
+    exec(
+        compile(_first_block('TierScheme.from_file("tiers.yaml")'), "README.md", "exec"), namespace
+    )
+    scheme = namespace["scheme"]
+    assert isinstance(scheme, evidex.TierScheme) and scheme.names == [
+        "answer",
+        "background",
+        "noise",
+    ]
+    assert "'answer_count': 1" in capsys.readouterr().out
+
+
+def _llm_stand_in(request: JudgeRequest) -> dict[str, object]:
+    """Valid replies for the README's classify and two-pass audit examples."""
+    if request.step == "classify":
+        quote = "Orders not delivered within 30 days are refunded in full."
+        evidence = {"passage_id": "r1", "quoted_text": quote, "rationale": "The refund rule."}
+        label = {"label": "REFUND", "confidence": 0.9, "supporting_evidence": [evidence]}
+        return {
+            "classifications": [{**label, "counter_evidence": []}],
+            "unclassifiable": False,
+            "unclassifiable_reason": None,
+            "evidence_gaps": [],
+        }
+    if request.step == "audit.extract":
+        return {"claims": ["Adults need 600 IU of vitamin D a day.", "It also cures colds."]}
+    grade = {
+        "unsupported_part": None,
+        "contradicted": False,
+        "contradicting_quote": None,
+        "explanation": "As the passage says.",
+    }
+    return {
+        "claims": [
+            {
+                **grade,
+                "claim_id": "claim-1",
+                "classification": "fully_supported",
+                "supporting_context_ids": ["p1"],
+                "supporting_quotes": [
+                    "Most adults need 600 IU (15 micrograms) of vitamin D a day."
+                ],
+            },
+            {
+                **grade,
+                "claim_id": "claim-2",
+                "classification": "unsupported",
+                "supporting_context_ids": [],
+                "supporting_quotes": [],
+                "explanation": "No passage mentions colds.",
+            },
+        ]
+    }
+
+
+def test_the_classify_and_audit_snippets_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+    built: list[ScriptedJudge] = []
+
+    def factory(spec: str, **options: object) -> ScriptedJudge:
+        built.append(ScriptedJudge([_llm_stand_in] * 10))
+        return built[-1]
+
+    judges.register_judge("openai", factory)
+    judges.register_judge("local:qwen", factory)
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
+    namespace: dict[str, object] = {}
+    for marker in ("passages = [", "evidex.classify(", "evidex.audit("):
+        exec(compile(_first_block(marker), "README.md", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "REFUND 0.9 [('r1', 'Orders not delivered within 30 days are refunded in full.')]" in out
+    assert "It also cures colds. unsupported False" in out
+    steps = [r.step for judge in built for r in judge.requests]
+    assert steps == ["classify", "audit.extract", "audit.classify"]
