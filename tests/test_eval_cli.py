@@ -80,6 +80,27 @@ def test_eval_predictions_scores_without_a_judge(
     assert "1 golden pair(s) have no prediction" in err and "q1/q1p0" in err
 
 
+def test_a_sampled_run_is_rescored_with_the_same_sample(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    golden = write_golden(tmp_path / "g.jsonl")
+    out = tmp_path / "r"
+    sample = ("--sample", "8", "--seed", "2")
+    args = ("eval", "tier", "--golden", str(golden), "-j", "scripted", "-o", str(out))
+    code, _, err = run(capsys, *args, *sample)
+    assert code == 0, err
+    preds, again = out / "predictions.jsonl", tmp_path / "again"
+    rescore = ("eval", "--predictions", str(preds), "--golden", str(golden), "-o", str(again))
+    code, _, err = run(capsys, *rescore, *sample)
+    assert code == 0, err
+    first = json.loads((out / "report.json").read_text())
+    report = json.loads((again / "report.json").read_text())
+    assert report["run"]["items"] == 8 and report["run"]["sample"] == 8
+    assert report["metrics"] == first["metrics"]
+    code, _, err = run(capsys, *rescore)  # the whole golden set: the rest have no prediction
+    assert code == 2 and "have no prediction" in err
+
+
 def test_eval_bad_golden_file_exits_2_naming_the_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -45,7 +45,8 @@ SampleOpt = Annotated[
     unset_option(
         "--sample",
         metavar="N",
-        help="Evaluate a seeded random sample of N golden items (default: all).",
+        help="Evaluate a seeded random sample of N golden items (default: all); with "
+        "--predictions, the same --sample and --seed score the items that run chose.",
     ),
 ]
 SeedOpt = Annotated[
@@ -201,6 +202,7 @@ def eval_command(
             golden,
             out_dir=output or Path(f"reports/eval-{job or 'scored'}"),
             options=options,
+            sample=sample,
         )
         _summary(report, output or Path(f"reports/eval-{job or 'scored'}"))
         return

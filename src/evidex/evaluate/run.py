@@ -202,22 +202,28 @@ def score_predictions(
     *,
     out_dir: str | Path = "reports/eval",
     options: EvalOptions | None = None,
+    sample: int | None = None,
 ) -> dict[str, Any]:
     """Score a predictions JSONL file made elsewhere against a golden set; write the report.
 
     ``job`` defaults to the one the golden file's records are for. Every golden item must have
-    a prediction (missing ones are an :class:`InputError` listing them).
+    a prediction (missing ones are an :class:`InputError` listing them). ``sample`` (with the
+    seed of ``options``) picks the same golden items as :func:`evaluate` did, so a sampled
+    run's ``predictions.jsonl`` can be scored again.
     """
     from evidex.evaluate.golden import detect_job
 
     options = options or EvalOptions()
     job = job or detect_job(golden)
-    evaluator, records = load_records(job, golden, options)
+    evaluator, records = load_records(job, golden, options, sample=sample)
     rows = [row for _, row in read_jsonl(predictions)]
     if not rows:
         raise InputError("the predictions file is empty", where=str(predictions))
     report = evaluator.score(records, rows, options)
-    report["run"] = _run_info(job, golden, predictions=str(predictions), items=len(records))
+    facts: dict[str, Any] = {"predictions": str(predictions), "items": len(records)}
+    if sample is not None:
+        facts.update(sample=sample, seed=options.seed)
+    report["run"] = _run_info(job, golden, **facts)
     report.setdefault("warnings", [])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
