@@ -207,6 +207,39 @@ def test_gate_metric_missing_from_the_report_and_undefined_values(tmp_path: Path
     assert result.value is None and not result.passed
 
 
+def test_gate_checks_every_report_before_running_any_evaluation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_golden(tmp_path / "g.jsonl")
+    (tmp_path / "old.json").write_text(json.dumps({"metrics": {"accuracy": 0.9}}))
+    config = _gates(
+        tmp_path,
+        """
+[[gate]]
+job = "tier"
+golden = "g.jsonl"
+judge = "scripted"
+output = "out/tier"
+floors = { kappa = 0.7 }
+
+[[gate]]
+name = "rerank quality"
+report = "reports/eval-rerank/report.json"
+floors = { "nDCG@10" = 0.6 }
+
+[[gate]]
+report = "old.json"
+floors = { kappa = 0.5 }
+""",
+    )
+    code, out, err = run(capsys, "gate", "--config", str(config))
+    assert code == 2 and out == ""
+    assert "gate 'rerank quality'" in err and "reports/eval-rerank/report.json" in err
+    assert "does not exist" in err
+    assert "old.json has no metric 'kappa'" in err  # every problem at once
+    assert not (tmp_path / "out").exists()  # nothing was evaluated first
+
+
 def test_gate_cli_bad_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _gates(tmp_path, '[[gate]]\nreport = "r.json"\nfloors = { kapa = 0.7 }\n')
     code, _, err = run(capsys, "gate", "--config", str(config))

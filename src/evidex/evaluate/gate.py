@@ -153,8 +153,13 @@ Runner = Callable[[Gate], Mapping[str, Any]]
 
 def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult]:
     """Each gate's metrics against their floors. A gate with a ``report`` reads it when it
-    exists; the others are evaluated with ``run`` (default: :func:`.run.evaluate`)."""
+    exists; the others are evaluated with ``run`` (default: :func:`.run.evaluate`).
+
+    The reports that gates only read are checked first, all of them: a missing report or a
+    metric it lacks is a :class:`ConfigError` naming every such gate before any evaluation
+    runs, since an evaluation may take minutes and the outcome would be exit 2 all the same."""
     run = run or _evaluate
+    _check_reports(gates)
     results = []
     for gate in gates:
         report: Mapping[str, Any]
@@ -185,6 +190,27 @@ def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult
                 )
             )
     return results
+
+
+def _check_reports(gates: list[Gate]) -> None:
+    """Raise one :class:`ConfigError` listing each gate whose report cannot be gated: it does
+    not exist (and the gate has no golden set to make it), or lacks a metric with a floor."""
+    problems = []
+    for gate in gates:
+        if gate.report is None or gate.golden is not None:
+            continue
+        if not gate.report.exists():
+            problems.append(f"gate {gate.name!r}: report {gate.report} does not exist")
+            continue
+        metrics = read_json_object(gate.report, "report").get("metrics", {})
+        problems += [
+            f"gate {gate.name!r}: the report {gate.report} has no metric {metric!r}; it has "
+            f"{', '.join(sorted(metrics))}"
+            for metric, _ in gate.floors
+            if metric not in metrics
+        ]
+    if problems:
+        raise ConfigError("; ".join(problems) + "; no gate was run")
 
 
 def _evaluate(gate: Gate) -> Mapping[str, Any]:
