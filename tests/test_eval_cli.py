@@ -16,7 +16,7 @@ from evidex.errors import ConfigError
 from evidex.evaluate.gate import check_gates, load_gates
 from evidex.harness.ports import ReviewRequest
 from evidex.store import open_store
-from tests.evalkit import MarkerJudge, ScoringJudge, golden_rows, write_golden
+from tests.evalkit import MARK, TIERS, MarkerJudge, ScoringJudge, golden_rows, write_golden
 
 
 @pytest.fixture(autouse=True)
@@ -205,6 +205,39 @@ def test_gate_metric_missing_from_the_report_and_undefined_values(tmp_path: Path
     gates = load_gates(_gates(tmp_path, '[[gate]]\nreport = "r.json"\nfloors = { kappa = 0.0 }\n'))
     (result,) = check_gates(gates)
     assert result.value is None and not result.passed
+
+
+def test_calibrate_warns_on_a_narrow_band_shows_progress_and_says_how_to_use_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "300")
+    # tangentially-related (mention) sits in a sliver of scores between its neighbours
+    spec = [(0, 0.9), (0, 0.88), (1, 0.6), (1, 0.51), (1, 0.5004), (2, 0.5002), (2, 0.5003)]
+    spec += [(3, 0.5), (3, 0.2), (3, 0.1)]
+    words = list(MARK)
+    rows = [
+        {
+            "query_id": f"q{i % 3}",
+            "query": f"question {i % 3}",
+            "passage_id": f"p{i}",
+            "text": f"{words[gold]} passage {i} score={score}",
+            "tier": TIERS[gold],
+        }
+        for i, (gold, score) in enumerate(spec)
+    ]
+    golden = write_golden(tmp_path / "g.jsonl", rows)
+    code, _, err = run(capsys, "calibrate", "tier", "--golden", str(golden), "-j", "scoring")
+    assert code == 0, err
+    assert "fitted cut points" in err
+    assert "warning: the tangentially-related band is 0.0002 wide" in err
+    out = tmp_path / "reports" / "calibration-tier"
+    record = json.loads((out / "calibration.json").read_text())
+    assert any("tangentially-related band" in w for w in record["warnings"])
+    assert "6/6" in err  # one bar: 3 evaluation batches, then scoring the 3 queries
+    used = Path("reports", "calibration-tier")
+    assert f"--judge-option thresholds_path={used / 'thresholds.json'}" in err
+    assert f"evidex eval tier --calibration {used / 'calibration.json'}" in err
 
 
 def test_gate_checks_every_report_before_running_any_evaluation(

@@ -268,7 +268,26 @@ def calibrate_command(
                 f"{fmt_value(fitted['kappa_two_fold'])} two-fold"
             )
         )
+    for warning in record.get("warnings", []):
+        console.print(Text(f"warning: {warning}", style="yellow"))
     console.print(Text(f"wrote {out / CALIBRATION_FILE}"))
+    thresholds = (fitted or {}).get("thresholds_file")
+    if thresholds:
+        console.print(
+            Text(
+                f"wrote {thresholds}; to grade with these cut points, add --judge-option "
+                f"thresholds_path={thresholds} to evidex tier, evidex bulk tier or evidex eval "
+                f'tier (in Python: get_judge("{record["judge_id"]}", '
+                f'thresholds_path="{thresholds}"))'
+            )
+        )
+    console.print(
+        Text(
+            f"evidex eval tier --calibration {out / CALIBRATION_FILE} (the default for "
+            "reports/calibration-tier) warns when the judge, its model or the prompt has "
+            "changed since: then calibrate again"
+        )
+    )
 
 
 @app.command("gate")

@@ -57,6 +57,18 @@ async def acalibrate_tier(
     options = options or EvalOptions()
     out = Path(out_dir)
     the_judge = resolve_judge(judge, "tier", **dict(judge_options or {}))
+    scorable = callable(getattr(the_judge, "score", None))
+    _, records = load_records("tier", golden, options, sample=sample)
+    # One progress count over both phases: the evaluation's batches, then (for a judge that
+    # scores) one step per query scored for the fit, which on a CPU takes as long again.
+    fit_steps = len({r.group for r in records}) if scorable else 0
+    seen = {"of": 0}
+
+    def eval_progress(done: int, of: int) -> None:
+        seen["of"] = of
+        if on_progress is not None:
+            on_progress(done, of + fit_steps)
+
     report = await aevaluate(
         "tier",
         golden,
@@ -65,12 +77,21 @@ async def acalibrate_tier(
         out_dir=out,
         sample=sample,
         options=options,
-        on_progress=on_progress,
+        on_progress=eval_progress,
     )
     fitted = None
-    if callable(getattr(the_judge, "score", None)):
-        _, records = load_records("tier", golden, options, sample=sample)
-        fitted = await _fit_on(the_judge, records, list(report["tiers"]), options.seed)
+    warnings: list[str] = []
+    if scorable:
+        base = seen["of"] or int(report["run"].get("groups") or 0)
+
+        def fit_progress(done: int) -> None:
+            if on_progress is not None:
+                on_progress(base + done, base + fit_steps)
+
+        fitted = await _fit_on(
+            the_judge, records, list(report["tiers"]), options.seed, fit_progress
+        )
+        warnings = fitted.pop("warnings")
         thresholds = getattr(the_judge, "thresholds", None)
         weight = getattr(thresholds, "sentence_weight", None)
         if weight is not None:
@@ -103,6 +124,7 @@ async def acalibrate_tier(
         report=report,
         fitted=fitted,
     )
+    record["warnings"] = warnings
     (out / CALIBRATION_FILE).write_text(
         json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
     )
@@ -113,7 +135,11 @@ calibrate_tier = sync_of(acalibrate_tier, "Calibrate a tier judge; see :func:`ac
 
 
 async def _fit_on(
-    judge: Any, records: Sequence[TierGolden], names: list[str], seed: int
+    judge: Any,
+    records: Sequence[TierGolden],
+    names: list[str],
+    seed: int,
+    on_query: Callable[[int], None] = lambda done: None,
 ) -> dict[str, Any]:
     by_query: dict[str, list[Any]] = {}
     for r in records:
@@ -125,6 +151,7 @@ async def _fit_on(
         scores += await scores_of(judge, members[0].query, [r.text for r in members])
         gold += [names.index(r.tier) for r in members]
         query_of += [qi] * len(members)
+        on_query(qi + 1)
     cuts, kappa = fit_thresholds(scores, gold, len(names))
     predicted = [names[tier_of_score(s, cuts)] for s in scores]
     golden = [names[g] for g in gold]
@@ -151,4 +178,32 @@ async def _fit_on(
         "kappa_linear": m.cohen_kappa(golden, predicted, names, "linear"),
         "kappa_two_fold": m.cohen_kappa(held_gold, held_pred, names) if held_gold else math.nan,
         "objective": "Cohen's kappa (unweighted)",
+        "warnings": narrow_bands(cuts, scores, names),
     }
+
+
+def narrow_bands(
+    cut_points: Sequence[float], scores: Sequence[float], names: Sequence[str]
+) -> list[str]:
+    """A warning for each tier whose fitted band (between two cut points) is degenerate:
+    narrower than 2% of the observed score range, or holding no item. Such a band is what the
+    fit found to squeeze a few golden items into a tier; new scores land in it by chance."""
+    if not scores or len(cut_points) < 2:
+        return []
+    low, high = min(scores), max(scores)
+    spread = high - low
+    found = []
+    for i in range(1, len(cut_points)):
+        top, bottom = cut_points[i - 1], cut_points[i]
+        width = top - bottom
+        held = sum(1 for s in scores if bottom <= s < top)
+        if held and spread > 0 and width >= 0.02 * spread:
+            continue
+        share = width / spread if spread > 0 else 0.0
+        found.append(
+            f"the {names[i]} band is {width:.4g} wide ({bottom:.4g} to {top:.4g}, {share:.1%} "
+            f"of the scores' range {low:.4g}-{high:.4g}) and holds {held} of {len(scores)} "
+            f"item(s): the judge's scores barely set it apart, so a new passage lands in it "
+            f"almost by chance; label more items near it or merge it with a neighbour"
+        )
+    return found
