@@ -76,3 +76,10 @@ def test_angle_brackets_survive_the_help(
     monkeypatch.setenv("COLUMNS", "400")
     assert main([*path, "--help"]) == 0
     assert expected in capsys.readouterr().out
+
+
+def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]) -> None:
+    from evidex._version import __version__
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"evidex {__version__}\n"

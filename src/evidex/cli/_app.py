@@ -9,7 +9,7 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -30,6 +30,31 @@ app = typer.Typer(
 )
 
 err_console = Console(stderr=True)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from evidex._version import __version__
+
+        sys.stdout.write(f"evidex {__version__}\n")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_show_version,
+            is_eager=True,
+            help="Print the installed version of evidex and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Grade retrieved evidence for RAG: relevance tiers, reranking, cited classification and
+    claim-level answer audits, with an audit log and a human review queue."""
+
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 
