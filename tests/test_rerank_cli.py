@@ -135,3 +135,48 @@ def test_bad_inputs_exit_2_with_file_and_line(
     assert "needs both --run and --queries" in capsys.readouterr().err
     assert main(["rerank", "-q", " ", "-p", str(_passages(tmp_path)), "-j", "scripted"]) == 2
     assert "query is empty" in capsys.readouterr().err
+
+
+def test_the_trec_run_carries_the_models_scores(
+    tmp_path: Path, scripted: ScriptedJudge, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = tmp_path / "run.trec"
+    run.write_text(
+        "q1 Q0 a 1 9.0 bm25\nq1 Q0 b 2 8.0 bm25\nq1 Q0 c 3 7.0 bm25\nq1 Q0 zz 4 6 bm25\n"
+    )
+    queries = tmp_path / "queries.tsv"
+    queries.write_text("q1\thow much vitamin D\n")
+    given = {"a": 0.4125, "b": 0.8317, "c": 0.0703}
+    scripted.replies = [
+        {
+            "scores": [
+                {"passage_id": pid, "relevance_score": s, "justification": f"{pid} fits."}
+                for pid, s in given.items()
+            ]
+        }
+    ]
+    out = tmp_path / "out.trec"
+    code = main(
+        [
+            "rerank", "--run", str(run), "--queries", str(queries), "-p", str(_passages(tmp_path)),
+            "-j", "scripted", "-s", "pointwise", "-o", str(out),
+        ]
+    )  # fmt: skip
+    assert code == 0, capsys.readouterr().err
+    lines = [line.split() for line in out.read_text().splitlines()]
+    assert [(d, float(s)) for _, _, d, _, s, _ in lines[:3]] == [
+        ("b", 0.8317),
+        ("a", 0.4125),
+        ("c", 0.0703),
+    ]
+    assert lines[3][2] == "zz" and float(lines[3][4]) < 0.0703  # no text: below, still descending
+
+
+def test_trec_scores_descend_with_the_rank_where_the_model_gives_none_or_disagrees() -> None:
+    from evidex.cli.rerank import descending_scores
+
+    assert descending_scores([0.9, 0.5, 0.1]) == [0.9, 0.5, 0.1]
+    fixed = descending_scores([0.9, None, 0.95, 0.2])
+    assert fixed[0] == 0.9 and fixed[3] == 0.2
+    assert fixed == sorted(fixed, reverse=True) and len(set(fixed)) == 4
+    assert descending_scores([None, None, None]) == [3.0, 2.0, 1.0]  # no score at all

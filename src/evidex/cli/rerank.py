@@ -30,7 +30,14 @@ from evidex.jobs.rerank import (
 )
 from evidex.types import Passage
 
-__all__ = ["RunLine", "read_queries", "read_run", "rerank_command", "run_lines"]
+__all__ = [
+    "RunLine",
+    "descending_scores",
+    "read_queries",
+    "read_run",
+    "rerank_command",
+    "run_lines",
+]
 
 
 class Strategy(str, Enum):
@@ -92,11 +99,32 @@ def _rows(path: str | Path, sep: str | None = None) -> Iterator[tuple[str, list[
 
 
 def run_lines(qid: str, result: RerankResult, tag: str) -> list[str]:
-    """A reranked query as TREC run lines; scores descend with the rank."""
-    n = len(result.ranked_passages)
-    return [
-        f"{qid} Q0 {r.passage_id} {r.rank} {n - r.rank + 1} {tag}" for r in result.ranked_passages
-    ]
+    """A reranked query as TREC run lines, with the model's scores (see
+    :func:`descending_scores`)."""
+    ranked = result.ranked_passages
+    scores = descending_scores([r.relevance_score for r in ranked])
+    pairs = zip(ranked, scores, strict=True)
+    return [f"{qid} Q0 {r.passage_id} {r.rank} {s:.8g} {tag}" for r, s in pairs]
+
+
+_STEP = 1e-4
+
+
+def descending_scores(scores: Sequence[float | None]) -> list[float]:
+    """The scores of a ranking, in rank order, as a TREC run needs them: strictly descending,
+    since trec_eval orders a run by score, not rank. Each is the model's own score when it has
+    one below the previous; a missing one (a passage past ``top_n``, a fallback) or one out of
+    order (an LLM's listwise scores) is set just under the previous. With no score at all, the
+    scores are ``n .. 1``."""
+    known = [s for s in scores if s is not None]
+    if not known:
+        return [float(len(scores) - i) for i in range(len(scores))]
+    out: list[float] = []
+    for score in scores:
+        if score is None or (out and score >= out[-1]):
+            score = (out[-1] if out else max(known)) - (_STEP if out else 0.0)
+        out.append(float(score))
+    return out
 
 
 # ---------------------------------------------------------------------------- the command
@@ -223,8 +251,10 @@ def _batch(
                 results.append(result)
                 lines += run_lines(qid, result, f"evidex-{result.strategy}")
             start = len(candidates)
+            mine = lines[len(lines) - start :]
+            floor = min((float(line.split()[4]) for line in mine), default=0.0)
             lines += [
-                f"{qid} Q0 {e.docid} {start + i} {-(start + i)} no-text"
+                f"{qid} Q0 {e.docid} {start + i} {floor - i:.8g} no-text"
                 for i, e in enumerate(without, 1)
             ]
             if on_progress is not None:
