@@ -567,3 +567,29 @@ def test_the_public_evaluation_surface_is_pinned() -> None:
         "write_jsonl",
     ]
     assert all(hasattr(evidex.evaluate, name) for name in evidex.evaluate.__all__)
+
+
+def test_the_confusion_picture_shows_counts_and_row_shares(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("matplotlib")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from evidex.evaluate import plots
+
+    drawn: list[object] = []
+    monkeypatch.setattr(plt, "close", drawn.append)  # keep the figure to read its cells
+    matrix = np.array([[2, 1, 0], [0, 0, 0], [1, 1, 2]], dtype=np.int64)
+    assert plots.confusion_png(matrix, ["a", "b", "c"], tmp_path / "c.png", "t")
+    assert (tmp_path / "c.png").read_bytes()[:4] == b"\x89PNG"
+    (figure,) = drawn
+    counts, shares = figure.axes[:2]  # type: ignore[attr-defined]
+    assert [t.get_text() for t in counts.texts][:3] == ["2", "1", "0"]
+    cells = [t.get_text() for t in shares.texts]
+    assert cells[:3] == ["0.67", "0.33", "0.00"]  # each golden row sums to 1
+    assert cells[3:6] == ["–", "–", "–"]  # a label nobody had: no share to show
+    assert cells[6:9] == ["0.25", "0.25", "0.50"]
+    assert "row" in shares.get_title()
+    monkeypatch.undo()
+    plt.close("all")

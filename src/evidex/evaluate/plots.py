@@ -35,7 +35,9 @@ def has_matplotlib() -> bool:
 def confusion_png(
     matrix: npt.NDArray[np.int64], labels: Sequence[str], path: Path, title: str
 ) -> bool:
-    """Draw the matrix (rows gold, columns predicted) with counts in the cells.
+    """Draw the matrix (rows gold, columns predicted) twice, side by side: the counts, and each
+    golden row as shares of that row (what the judge does with the items of one label, which
+    the counts hide when the labels are unbalanced; a row with no items shows ``–``).
 
     Returns False, writing nothing, when matplotlib is not installed; the caller then relies
     on :func:`confusion_markdown`.
@@ -48,24 +50,44 @@ def confusion_png(
     import matplotlib.pyplot as plt
 
     n = len(labels)
-    fig, ax = plt.subplots(figsize=(1.6 + 1.3 * n, 1.2 + 1.1 * n), dpi=110)
+    totals = matrix.sum(axis=1, keepdims=True)
+    shares = np.divide(matrix, totals, out=np.zeros(matrix.shape), where=totals > 0)
+    size = (2 * (1.6 + 1.3 * n), 1.2 + 1.1 * n)
+    fig, (left, right) = plt.subplots(1, 2, figsize=size, dpi=110)
     try:
-        ax.imshow(matrix, cmap="Blues")
-        ax.set_xticks(range(n), labels=list(labels), rotation=30, ha="right")
-        ax.set_yticks(range(n), labels=list(labels))
-        ax.set_xlabel("judge")
-        ax.set_ylabel("golden label")
-        ax.set_title(title)
-        peak = matrix.max() if matrix.size else 0
-        for i in range(n):
-            for j in range(n):
-                color = "white" if peak and matrix[i, j] > peak / 2 else "black"
-                ax.text(j, i, str(int(matrix[i, j])), ha="center", va="center", color=color)
+        peak = float(matrix.max()) if matrix.size else 0.0
+        _draw(left, matrix, labels, f"{title}: counts", peak, lambda i, j: str(int(matrix[i, j])))
+
+        def share(i: int, j: int) -> str:
+            return f"{shares[i, j]:.2f}" if totals[i, 0] else "–"
+
+        _draw(right, shares, labels, "share of each golden row", 1.0, share)
         fig.tight_layout()
         fig.savefig(path)
     finally:
         plt.close(fig)
     return True
+
+
+def _draw(
+    ax: Any,
+    values: npt.NDArray[Any],
+    labels: Sequence[str],
+    title: str,
+    peak: float,
+    cell: Callable[[int, int], str],
+) -> None:
+    n = len(labels)
+    ax.imshow(values, cmap="Blues", vmin=0, vmax=peak or 1)
+    ax.set_xticks(range(n), labels=list(labels), rotation=30, ha="right")
+    ax.set_yticks(range(n), labels=list(labels))
+    ax.set_xlabel("judge")
+    ax.set_ylabel("golden label")
+    ax.set_title(title)
+    for i in range(n):
+        for j in range(n):
+            color = "white" if peak and values[i, j] > peak / 2 else "black"
+            ax.text(j, i, cell(i, j), ha="center", va="center", color=color)
 
 
 def confusion_markdown(matrix: npt.NDArray[np.int64], labels: Sequence[str]) -> str:
