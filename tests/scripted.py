@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
 from evidex.errors import JudgeUnavailable
@@ -63,3 +63,29 @@ def tier_reply(
         entry.update(overrides.get(p.passage_id, {}))
         items.append(entry)
     return {"classifications": items}
+
+
+def rank_reply(
+    order: Sequence[str] | None = None, **overrides: dict[str, Any]
+) -> Callable[[JudgeRequest], dict[str, Any]]:
+    """A valid ranking reply for whatever passages the request carries: ``order`` first (when
+    given, restricted to the request's ids), then the others reversed; justifications quote
+    the passage's first words."""
+
+    def reply(request: JudgeRequest) -> dict[str, Any]:
+        texts = {p.passage_id: p.text for p in request.payload.passages}  # type: ignore[attr-defined]
+        ids = [i for i in (order or []) if i in texts]
+        ids += [i for i in reversed(list(texts)) if i not in ids]
+        entries = []
+        for rank, pid in enumerate(ids, 1):
+            entry = {
+                "rank": rank,
+                "passage_id": pid,
+                "relevance_score": round(1 - rank / 100, 2),
+                "justification": f"It says {' '.join(texts[pid].split()[:5])}.",
+            }
+            entry.update(overrides.get(pid, {}))
+            entries.append(entry)
+        return {"ranked_passages": entries}
+
+    return reply

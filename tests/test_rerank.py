@@ -16,36 +16,10 @@ from evidex.jobs.rerank import RerankResult, rerank
 from evidex.judging import Judge, JudgeReply, JudgeRequest
 from evidex.store import SqlStore
 from evidex.types import Passage
-from tests.scripted import ScriptedJudge
+from tests.scripted import ScriptedJudge, rank_reply
 
 FAST = HarnessSettings(backoff_s=0.0)
 QUERY = "how much vitamin D do adults need?"
-
-
-def rank_reply(
-    order: Sequence[str] | None = None, **overrides: dict[str, Any]
-) -> Callable[[JudgeRequest], dict[str, Any]]:
-    """A valid ranking reply for whatever passages the request carries: ``order`` first (when
-    given, restricted to the request's ids), then the others reversed; justifications quote
-    the passage's first words."""
-
-    def reply(request: JudgeRequest) -> dict[str, Any]:
-        texts = {p.passage_id: p.text for p in request.payload.passages}
-        ids = [i for i in (order or []) if i in texts]
-        ids += [i for i in reversed(list(texts)) if i not in ids]
-        entries = []
-        for rank, pid in enumerate(ids, 1):
-            entry = {
-                "rank": rank,
-                "passage_id": pid,
-                "relevance_score": round(1 - rank / 100, 2),
-                "justification": f"It says {' '.join(texts[pid].split()[:5])}.",
-            }
-            entry.update(overrides.get(pid, {}))
-            entries.append(entry)
-        return {"ranked_passages": entries}
-
-    return reply
 
 
 def _run(judge: Judge, store: SqlStore, passages: Sequence[Passage], **kw: Any) -> RerankResult:

@@ -8,7 +8,7 @@ with a recorded event, never dropped silently.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,25 +18,32 @@ from evidex._text import normalize_ws
 from evidex.errors import InputError
 from evidex.types import Event, Passage, PassageLike
 
-__all__ = ["Prepared", "coerce_passages", "prepare_passages", "truncate_to_tokens"]
+__all__ = [
+    "Prepared",
+    "coerce_passages",
+    "passage_fields",
+    "prepare_passages",
+    "truncate_to_tokens",
+]
 
 
 def coerce_passages(
     items: Iterable[PassageLike], *, noun: str = "passage", where: str | None = None
 ) -> list[Passage]:
     """Passages as callers have them, for every job: :class:`Passage` objects, plain strings,
-    or mappings (``id``, ``pid`` and ``docid`` are accepted for ``passage_id``). A passage
-    without an id gets ``passage-N`` by its position (1-based). A malformed one is an input
-    error naming it by position (``noun`` N) and saying why."""
+    or mappings as retrievers and frameworks hand them over (:func:`passage_fields`). A
+    passage without an id gets ``passage-N`` by its position (1-based), so the same list
+    always gets the same ids. A malformed one is an input error naming it by position
+    (``noun`` N) and saying why."""
     out: list[Passage] = []
     for number, item in enumerate(items, 1):
         if isinstance(item, Passage):
             out.append(item)
             continue
-        data: dict[str, Any] = {"text": item} if isinstance(item, str) else dict(item)
-        if not any(k in data for k in ("passage_id", "id", "pid", "docid")):
-            data["passage_id"] = f"passage-{number}"
         try:
+            data = {"text": item} if isinstance(item, str) else passage_fields(item)
+            if not any(k in data for k in _ID_KEYS):
+                data["passage_id"] = f"passage-{number}"
             out.append(Passage.model_validate(data))
         except ValidationError as exc:
             problems = "; ".join(
@@ -49,6 +56,37 @@ def coerce_passages(
         except (TypeError, ValueError) as exc:
             raise InputError(f"{noun} {number} is not a valid passage: {exc}", where=where) from exc
     return out
+
+
+_ID_KEYS = ("passage_id", "id", "pid", "docid")
+_TEXT_KEYS = ("text", "page_content", "content")
+_FIELDS = frozenset({*_ID_KEYS, "text", "title", "url", "rank", "score", "metadata"})
+
+
+def passage_fields(item: Mapping[str, Any]) -> dict[str, Any]:
+    """A passage mapping in :class:`Passage`'s shape, nothing of it lost.
+
+    The id is the first of ``passage_id``, ``id``, ``pid``, ``docid`` that is not None (a
+    LangChain document's ``id`` is often None); the text is ``text``, else ``page_content``
+    (LangChain's name), else ``content`` (Haystack's). Every other key (``source``, ``page``,
+    a second id...) is kept in ``metadata``, beside the entries of an explicit ``metadata``
+    mapping, which win on a clash: a retriever's extra fields come back with the grades."""
+    if not isinstance(item, Mapping):
+        raise TypeError(f"expected a string, a mapping or a Passage, got {type(item).__name__}")
+    data = {k: v for k, v in item.items() if v is not None or k not in _ID_KEYS}
+    text_key = next((k for k in _TEXT_KEYS if k in data), "text")
+    if text_key != "text":
+        data["text"] = data.pop(text_key)
+    id_key = next((k for k in _ID_KEYS if k in data), None)
+    extra = {
+        k: data.pop(k) for k in list(data) if k not in _FIELDS or (k in _ID_KEYS and k != id_key)
+    }
+    given = data.pop("metadata", None)
+    if given is not None and not isinstance(given, Mapping):
+        data["metadata"] = given  # not a mapping: validation says so
+    elif extra or given:
+        data["metadata"] = {**extra, **(given or {})}
+    return data
 
 
 @dataclass

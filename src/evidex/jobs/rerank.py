@@ -127,10 +127,19 @@ class RerankResult(JobResult):
     reason: str | None = None
     metrics: RerankMetrics
     review_item_ids: list[int] = Field(default_factory=list)
+    passages: list[Passage] = Field(default_factory=list, repr=False, exclude=True)
+    """The candidates as given (text, title, url, metadata), in input order; not serialised."""
 
     def top(self, k: int | None = None) -> list[RankedPassage]:
         """The first ``k`` (default ``top_k``) passages of the ranking."""
         return self.ranked_passages[: self.top_k if k is None else k]
+
+    def passage(self, passage_id: str) -> Passage:
+        """The candidate behind ``passage_id``, with its text and metadata as given."""
+        for p in self.passages:
+            if p.passage_id == passage_id:
+                return p
+        raise KeyError(passage_id)
 
     def ids(self) -> list[str]:
         return [r.passage_id for r in self.ranked_passages]
@@ -274,6 +283,7 @@ class RerankSpec:
             reason=reason,
             events=events,
             metrics=metrics,
+            passages=data.items,
             **run.provenance(template_of(self.strategy).version),
         )
 

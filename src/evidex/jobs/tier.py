@@ -102,6 +102,13 @@ class TierResult(JobResult):
     def in_tier(self, name: str) -> list[TierAssignment]:
         return [a for a in self.classifications if a.tier == name]
 
+    def passage(self, passage_id: str) -> Passage:
+        """The input passage behind ``passage_id``, with its text and metadata as given."""
+        for p in self.passages:
+            if p.passage_id == passage_id:
+                return p
+        raise KeyError(passage_id)
+
     def report(self) -> dict[str, Any]:
         """The spec's output schema plus provenance, for JSON output (no passage texts)."""
         return self.model_dump(mode="json", exclude={"passages", "scheme", "id"}) | (
