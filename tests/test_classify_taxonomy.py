@@ -83,3 +83,19 @@ def test_a_missing_file_is_an_input_error(tmp_path: Path) -> None:
 def test_invalid_taxonomies_say_what_is_wrong(data: object, message: str) -> None:
     with pytest.raises(InputError, match=message):
         Taxonomy.parse(data, where="labels.yaml")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "line"),
+    [
+        ("t.yaml", "REFUND: money back\nSHIPPING: delivery\nREFUND: a second meaning\n", 3),
+        ("t.json", '{"REFUND": "money back",\n "SHIPPING": "delivery",\n "REFUND": "again"}', 3),
+    ],
+)
+def test_a_label_defined_twice_is_an_error_naming_it(
+    tmp_path: Path, name: str, text: str, line: int
+) -> None:
+    path = write(tmp_path, name, text)
+    with pytest.raises(InputError, match="'REFUND' is defined twice") as info:
+        Taxonomy.from_file(path)
+    assert info.value.where == f"{path}:{line}"

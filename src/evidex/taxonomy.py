@@ -8,13 +8,15 @@ taxonomy comes from code (:meth:`Taxonomy.parse`) or from a YAML/JSON file
     [{name: SUPPORT, description: ...}, ...]             # a bare list
     {SUPPORT: "...", CONTRADICT: "..."}                  # name → description
 
-Bad input raises :class:`~evidex.errors.InputError` naming the file and, for syntax errors, the
+Bad input raises :class:`~evidex.errors.InputError` naming the file and, for syntax errors and a
+label defined twice (which YAML and JSON would silently resolve to the last definition), the
 line.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -102,7 +104,17 @@ class Taxonomy(BaseModel):
                 f"cannot read the taxonomy: {exc.strerror or exc}", where=str(path)
             ) from exc
         try:
-            data = json.loads(raw) if path.suffix == ".json" else yaml.safe_load(raw)
+            if path.suffix == ".json":
+                data = json.loads(raw, object_pairs_hook=_unique_pairs)
+            else:
+                data = yaml.load(raw, Loader=_UniqueKeyLoader)  # a SafeLoader
+        except _DuplicateKey as exc:
+            at = exc.line if exc.line is not None else _json_line(raw, exc.key)
+            raise InputError(
+                f"{exc.key!r} is defined twice; a file keeps only one definition per key, "
+                "so say which one you mean",
+                where=f"{path}:{at}" if at else str(path),
+            ) from exc
         except json.JSONDecodeError as exc:
             raise InputError(
                 f"the taxonomy is not valid JSON: {exc.msg}", where=f"{path}:{exc.lineno}"
@@ -119,6 +131,42 @@ class Taxonomy(BaseModel):
                 "the taxonomy file is empty; at least one label is required", where=str(path)
             )
         return cls.parse(data, where=str(path))
+
+
+class _DuplicateKey(Exception):
+    """A mapping in a taxonomy file names a key twice (YAML and JSON keep the last silently)."""
+
+    def __init__(self, key: str, line: int | None = None) -> None:
+        super().__init__(key)
+        self.key, self.line = key, line
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a repeated key in a mapping, naming its line."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise _DuplicateKey(str(key), key_node.start_mark.line + 1)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def _json_line(raw: str, key: str) -> int | None:
+    """The line of the second ``"key":`` in a JSON text (where the repeat is)."""
+    found = list(re.finditer(rf"{re.escape(json.dumps(key))}\s*:", raw))
+    return raw.count("\n", 0, found[1].start()) + 1 if len(found) > 1 else None
 
 
 def _explain(exc: ValidationError) -> str:
