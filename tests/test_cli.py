@@ -338,6 +338,28 @@ def test_policy_adds_the_selected_context_and_output_file(
     assert len(context["items"]) + len(left) == 12
 
 
+@pytest.mark.parametrize(
+    ("target", "what"),
+    [("missing/out.json", "does not exist"), ("afile/out.json", "not a directory"), (".", "")],
+)
+def test_an_output_that_cannot_be_written_exits_2_before_any_judging(
+    target: str,
+    what: str,
+    tmp_path: Path,
+    passages_file: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    (tmp_path / "afile").write_text("x")
+    built = scripted(tier_reply, tier_reply)
+    code, out, err = tier_run(capsys, passages_file, "-o", str(tmp_path / target))
+    assert code == 2 and out == ""
+    assert "Traceback" not in err and "internal error" not in err
+    assert what in squash(err) or what in err
+    assert "--output" in err or "cannot write" in err
+    assert all(not judge.requests for judge in built)  # nothing was judged
+
+
 def test_custom_tiers_and_examples_files(
     tmp_path: Path,
     passages_file: Path,

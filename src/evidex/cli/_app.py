@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from evidex.errors import EvidexError, UsageError
+from evidex.errors import ConfigError, EvidexError, UsageError
 
 app = typer.Typer(
     name="evidex",
@@ -117,6 +117,30 @@ def redact(text: str) -> str:
         if len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
             text = text.replace(value, MASK)
     return _URL_PASSWORD.sub(rf"\1{MASK}@", text)
+
+
+def writable_output(output: Path | None) -> Path | None:
+    """Check, before any judging, that ``output`` can be written (a typer callback of
+    ``--output``): its folder exists and takes files, and it is not a folder itself. Else a
+    :class:`ConfigError` (exit 2) rather than a traceback once every judgment has been paid for.
+    """
+    if output is None or str(output) == "-":
+        return output
+    folder = output.parent
+    problem = None
+    if output.is_dir():
+        problem = f"{output} is a directory; name a file in it"
+    elif not folder.exists():
+        problem = f"the folder {folder} does not exist"
+    elif not folder.is_dir():
+        problem = f"{folder} is not a directory"
+    elif not os.access(folder, os.W_OK | os.X_OK) or (
+        output.exists() and not os.access(output, os.W_OK)
+    ):
+        problem = f"no permission to write {output}"
+    if problem:
+        raise ConfigError(f"cannot write --output {output}: {problem}")
+    return output
 
 
 def write_json(data: Any, output: Path | None) -> None:

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from evidex.cli._app import writable_output
 from evidex.types import RiskLevel
 
 __all__ = [
@@ -165,6 +166,7 @@ OutputOpt = Annotated[
         "-o",
         metavar="FILE",
         dir_okay=False,
+        callback=writable_output,
         help="Write the JSON result to FILE instead of stdout.",
     ),
 ]
