@@ -308,6 +308,21 @@ def test_long_passage_records_a_truncation_event(store: SqlStore) -> None:
     assert snippet is not None and snippet in long_text[: event.data["kept_chars"]]
 
 
+@pytest.mark.parametrize("job", ["tier", "rerank"])
+def test_a_query_longer_than_the_encoder_reads_records_an_event(store: SqlStore, job: str) -> None:
+    long_query = QUERY + " " + "and what about the sun and fish " * 3000  # ~100k characters
+    items = [Passage(passage_id="a", text=RELEVANT), Passage(passage_id="b", text=IRRELEVANT)]
+    run = tier if job == "tier" else rerank
+    result = run(long_query, items, judge="local:minilm", store=store)
+    (event,) = [e for e in result.events if e.kind == "query_truncated"]
+    assert event.data["limit"] == MAX_SEQ_LEN - 2 and event.data["tokens"] > 10 * MAX_SEQ_LEN
+    assert "first 254" in event.detail and event.passage_ids == []
+    rows = store.audit_rows(run_id=result.run_id)
+    assert any(r["step"] == "query_truncated" for r in rows)  # in the audit log too
+    short = run(QUERY, items, judge="local:minilm", store=store)
+    assert not [e for e in short.events if e.kind == "query_truncated"]
+
+
 # ------------------------------------------------------------------ the ordinal experiment
 # bench/fit_minilm_ordinal.py decided against shipping its model (docs/benchmarks.md,
 # section minilm_ordinal); these tests keep the features and rule it measured honest.

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Literal
 from evidex._text import estimate_tokens
 from evidex.limits import JudgeGate
 from evidex.taxonomy import LabelDefinition
-from evidex.types import Passage, TierDefinition, Usage
+from evidex.types import Event, Passage, TierDefinition, Usage
 
 __all__ = [
     "AuditPayload",
@@ -239,6 +239,27 @@ class Judge(abc.ABC):
         part and a reply reserve; encoders override this with their sequence length."""
         reserve = 160 * batch_size + 200
         return max(64, (self.context_window - overhead_tokens - reserve) // max(1, batch_size))
+
+    def query_token_limit(self) -> int | None:
+        """How many tokens of a query this judge reads, when it reads only the first ones (an
+        encoder's sequence length); None when the query reaches it whole, as in a chat prompt."""
+        return None
+
+    def query_truncation(self, query: str) -> Event | None:
+        """The ``query_truncated`` event when the judge will read only part of ``query``, else
+        None: a job adds it to its preflight events, so a cut query is never silent."""
+        limit = self.query_token_limit()
+        if limit is None:
+            return None
+        tokens = self.count_tokens(query)
+        if tokens <= limit:
+            return None
+        return Event(
+            kind="query_truncated",
+            detail=f"the query has {tokens} tokens; {self.judge_id} reads the first {limit} "
+            f"of them, so the rest does not count",
+            data={"tokens": tokens, "limit": limit, "chars": len(query)},
+        )
 
     def supports(self, job: str) -> bool:
         return job in self.jobs

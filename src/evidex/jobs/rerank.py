@@ -212,7 +212,7 @@ class RerankSpec:
         items = coerce_passages(item.passages, noun="candidate")
         deduped = prepare_passages(_retrieval_order(items), count_tokens=judge.count_tokens)
         head, tail = deduped.passages[: self.top_n], deduped.passages[self.top_n :]
-        events = list(deduped.events)
+        events = [e for e in (judge.query_truncation(item.query), *deduped.events) if e]
         if tail:
             events.append(_cut_event(len(deduped.passages), self.top_n, tail))
         template = template_of(self.strategy)

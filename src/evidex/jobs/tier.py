@@ -174,7 +174,7 @@ class TierSpec:
             query=query,
             data=_Prepared(items, prepared),
             risk=self.risk.value,
-            events=tuple(prepared.events),
+            events=tuple(e for e in (judge.query_truncation(query), *prepared.events) if e),
             id=item.id,
         )
 

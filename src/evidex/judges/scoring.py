@@ -82,3 +82,6 @@ class ScoringJudge(Judge):
 
     def passage_token_limit(self, overhead_tokens: int, batch_size: int) -> int:
         return self.inner.passage_token_limit(overhead_tokens, batch_size)
+
+    def query_token_limit(self) -> int | None:
+        return self.inner.query_token_limit()

@@ -210,6 +210,10 @@ class MiniLMJudge(Judge):
         """The encoder reads each passage alone: 256 word pieces less [CLS] and [SEP]."""
         return MAX_SEQ_LEN - SPECIAL_TOKENS
 
+    def query_token_limit(self) -> int:
+        """The query is encoded alone too, and cut at the same length."""
+        return MAX_SEQ_LEN - SPECIAL_TOKENS
+
     # ------------------------------------------------------------------ scoring API
 
     def embed(self, texts: Sequence[str]) -> Vectors:
