@@ -194,3 +194,19 @@ def test_the_classify_and_audit_snippets_run_as_written(
     assert "It also cures colds. unsupported False" in out
     steps = [r.step for judge in built for r in judge.requests]
     assert steps == ["classify", "audit.extract", "audit.classify"]
+
+
+def test_the_pipeline_snippets_run_as_written(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("langchain_core", reason="pip install 'evidex[langchain]'")
+    pytest.importorskip("llama_index.core", reason="pip install 'evidex[llamaindex]'")
+    namespace: dict[str, object] = {}
+    for marker in ("evidex.integrations.langchain", "evidex.integrations.llamaindex"):
+        exec(compile(_first_block(marker), "README.md", "exec"), namespace)
+    out = capsys.readouterr().out.strip().splitlines()
+    # LangChain: the answer first, metadata kept; strict tiers keep the answer alone
+    assert out[0] == "1 nih.md Most adults need 600 IU of vitamin D a day."
+    assert out[1].startswith("2 ") and len(out) == 5
+    assert out[2] == "[('nih.md', 'directly-supporting')]"
+    # LlamaIndex: the judge's score on the node, best first
+    score, source, _ = out[3].split(" ", 2)
+    assert source == "nih.md" and float(score) > float(out[4].split(" ", 1)[0])

@@ -1,0 +1,122 @@
+"""evidex in a Haystack pipeline: a ranker and a tier filter, as components
+(``pip install 'evidex[haystack]'``).
+
+>>> pipeline.add_component("rank", EvidexRanker(top_k=5, judge="local:minilm"))  # doctest: +SKIP
+>>> pipeline.add_component("tiers", EvidexTierFilter(policy="strict"))  # doctest: +SKIP
+>>> pipeline.connect("retriever.documents", "rank.documents")  # doctest: +SKIP
+
+Both take ``run(query=..., documents=[...])`` and return ``{"documents": [...]}``: copies of the
+documents given (same ``id``, ``content`` and ``meta``) whose ``score`` is evidex's (the
+judge's relevance score for the ranker, the tier as a number for the filter: 1.0 for the top
+tier, 0.0 for the last), with the grades under ``meta["evidex"]``. The caller's documents are
+never changed. Each has ``run_async`` too, for Haystack's async pipelines.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from evidex.integrations._core import GRADES_KEY, Grade, Grading, require
+
+require("haystack", "evidex.integrations.haystack", "haystack")
+
+from haystack import Document, component  # noqa: E402
+
+__all__ = ["EvidexRanker", "EvidexTierFilter"]
+
+
+def _texts(documents: Sequence[Document]) -> list[str]:
+    return [d.content or "" for d in documents]
+
+
+def _graded(documents: Sequence[Document], grades: Sequence[Grade]) -> list[Document]:
+    out = []
+    for grade in grades:
+        doc = documents[grade.index]
+        meta = {**doc.meta, GRADES_KEY: grade.grades}
+        out.append(dataclasses.replace(doc, meta=meta, score=grade.score))
+    return out
+
+
+@component
+class EvidexRanker:
+    """Ranks documents by evidex's rerank job and keeps the first ``top_k``.
+
+    ``judge``: a spec string (``"local:minilm"``) or a :class:`~evidex.Judge`, None for the
+    rerank job's configured judge; ``store``: where the audit log and review queue live
+    (``"sqlite://"`` keeps them in memory); ``options``: the rerank options (``strategy``,
+    ``top_n``, ``settings``...).
+    """
+
+    def __init__(
+        self,
+        top_k: int = 10,
+        judge: Any = None,
+        store: Any = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        if top_k < 1:
+            raise ValueError(f"top_k must be at least 1, got {top_k}")
+        self.top_k = top_k
+        self.judge = judge
+        self.store = store
+        self.options = dict(options or {})
+
+    def _grading(self, top_k: int | None) -> Grading:
+        options = {"judge": self.judge, "store": self.store, **self.options}
+        return Grading("rerank", top_k or self.top_k, options=options)
+
+    @component.output_types(documents=list[Document])
+    def run(
+        self, query: str, documents: list[Document], top_k: int | None = None
+    ) -> dict[str, list[Document]]:
+        """The documents in evidex's ranking, the first ``top_k`` (default: the instance's)."""
+        grades = self._grading(top_k).grade(query, _texts(documents))
+        return {"documents": _graded(documents, grades)}
+
+    @component.output_types(documents=list[Document])
+    async def run_async(
+        self, query: str, documents: list[Document], top_k: int | None = None
+    ) -> dict[str, list[Document]]:
+        """:meth:`run` on the running event loop."""
+        grades = await self._grading(top_k).agrade(query, _texts(documents))
+        return {"documents": _graded(documents, grades)}
+
+
+@component
+class EvidexTierFilter:
+    """Keeps the documents evidex's tier job and :func:`evidex.select_context` select: the
+    tiers of ``policy`` (strict, standard, broad) within ``token_budget``, top tier first.
+    ``judge``, ``store`` and ``options`` (the tier options) as for :class:`EvidexRanker`."""
+
+    def __init__(
+        self,
+        policy: str = "standard",
+        token_budget: int = 4000,
+        judge: Any = None,
+        store: Any = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.policy = policy
+        self.token_budget = token_budget
+        self.judge = judge
+        self.store = store
+        self.options = dict(options or {})
+
+    def _grading(self) -> Grading:
+        options = {"judge": self.judge, "store": self.store, **self.options}
+        return Grading("tier", None, self.policy, self.token_budget, options)
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
+        """The selected documents, each with its tier under ``meta["evidex"]``."""
+        grades = self._grading().grade(query, _texts(documents))
+        return {"documents": _graded(documents, grades)}
+
+    @component.output_types(documents=list[Document])
+    async def run_async(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
+        """:meth:`run` on the running event loop."""
+        grades = await self._grading().agrade(query, _texts(documents))
+        return {"documents": _graded(documents, grades)}
