@@ -40,6 +40,7 @@ from evidex.harness.metrics import metrics
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.harness.settings import HarnessSettings
+from evidex.harness.tracing import traced_call
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
 from evidex.taxonomy import Taxonomy
@@ -182,6 +183,7 @@ class Harness:
 
         return list(await asyncio.gather(*(one(i, b) for i, b in enumerate(batches))))
 
+    @traced_call
     async def call(
         self, step: Step[B, V], batch: B, ctx: RunContext, *, batch_id: str | None = None
     ) -> Outcome[V]:
