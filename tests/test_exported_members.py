@@ -32,7 +32,6 @@ def test_no_public_name_outside_all() -> None:
         "cli",
         "config",
         "integrations",
-        "pricing",
     }
     assert public - set(evidex.__all__) - modules == set()
 
