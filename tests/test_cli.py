@@ -308,6 +308,29 @@ def test_multi_batch_run_shows_a_progress_bar_on_stderr(
     assert len(json.loads(out)["classifications"]) == 12  # stdout stays pure JSON
 
 
+def test_a_single_long_call_shows_a_heartbeat_on_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rich.console import Console
+
+    from evidex import judges
+    from evidex.cli import _io
+
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+    judges.register_judge("slow", lambda spec, **o: ScriptedJudge([tier_reply], delay_s=1.6))
+    screen = io.StringIO()
+    terminal = Console(file=screen, force_terminal=True, width=120)
+    monkeypatch.setattr(_io, "err_console", terminal)
+    rows = [{"passage_id": f"p{i}", "text": f"Passage {i} on topic {i}."} for i in range(3)]
+    passages = write_jsonl(tmp_path / "three.jsonl", rows)
+    code, out, err = run(capsys, "tier", "-q", "q", "-p", str(passages), "-j", "slow")
+    assert code == 0, err
+    assert len(json.loads(out)["classifications"]) == 3  # one batch: one judge call
+    shown = screen.getvalue()
+    assert "tier batches" in shown and "waiting for the judge" in shown
+    assert "0:00:01" in shown  # the elapsed time ticks while the call runs
+
+
 def test_policy_adds_the_selected_context_and_output_file(
     tmp_path: Path,
     passages_file: Path,

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from evidex.cli._app import err_console, redact
 from evidex.cli._options import (
@@ -435,10 +442,21 @@ def progress(total: int, label: str) -> Iterator[Callable[[int, int], None] | No
     """A progress bar on stderr for runs of more than one batch, as an ``on_progress`` callback.
 
     ``total`` is the expected number of batches; the callback's own total (known once preflight
-    has merged duplicates) replaces it. Yields ``None`` for single-batch runs: nothing to show.
+    has merged duplicates) replaces it. A single-batch run has nothing to count, but its call
+    may take minutes (``local:qwen`` on a CPU): it shows a spinner with the time elapsed
+    instead, cleared when the call returns, and yields ``None``.
     """
     if total <= 1:
-        yield None
+        heartbeat = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}: waiting for the judge"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=True,
+        )
+        heartbeat.add_task(label, total=None)
+        with heartbeat:
+            yield None
         return
     bar = Progress(
         TextColumn("{task.description}"),
