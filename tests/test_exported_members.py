@@ -32,6 +32,7 @@ def test_no_public_name_outside_all() -> None:
         "cli",
         "config",
         "integrations",
+        "pricing",
     }
     assert public - set(evidex.__all__) - modules == set()
 

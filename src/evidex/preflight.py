@@ -2,7 +2,9 @@
 
 Ids must be unique (a duplicate id is the caller's bug: we stop with a clear error), duplicate
 passages are merged and reported, and passages too long for the judge's context are truncated
-with a recorded event, never dropped silently.
+with a recorded event, never dropped silently. Text that is not valid Unicode (a lone
+surrogate) is refused wherever it enters, and :class:`InputLimits` says how much one request
+may carry where a caller is not trusted with more (the service, the CLI).
 """
 
 from __future__ import annotations
@@ -16,15 +18,56 @@ from pydantic import ValidationError
 
 from evidex._text import normalize_ws
 from evidex.errors import InputError
-from evidex.types import Event, Passage, PassageLike
+from evidex.types import Event, Passage, PassageLike, check_text
 
 __all__ = [
+    "MAX_PASSAGES",
+    "MAX_TEXT_CHARS",
+    "InputLimits",
     "Prepared",
     "coerce_passages",
     "passage_fields",
     "prepare_passages",
+    "require_text",
     "truncate_to_tokens",
 ]
+
+MAX_PASSAGES = 1000
+"""Passages one request may carry, by default: far more than a retriever hands a generator."""
+MAX_TEXT_CHARS = 100_000
+"""Characters one text (a query, a passage, an answer) may have, by default: some 25,000
+tokens, more than any judge's window, so nothing a judge could read is refused."""
+
+
+@dataclass(frozen=True)
+class InputLimits:
+    """How much one request may carry. The library takes any size (preflight truncates to the
+    judge's window); the service holds every request to these, so one caller cannot tie up a
+    worker with a body of millions of characters, and the CLI holds what it reads to them."""
+
+    max_passages: int = MAX_PASSAGES
+    max_text_chars: int = MAX_TEXT_CHARS
+
+    def passages_problem(self, count: int) -> str | None:
+        """What is wrong with ``count`` passages in one request, or None."""
+        return f"at most {self.max_passages} passages" if count > self.max_passages else None
+
+    def text_problem(self, text: str) -> str | None:
+        """What is wrong with the length of ``text``, or None."""
+        if len(text) > self.max_text_chars:
+            return f"at most {self.max_text_chars} characters (got {len(text)})"
+        return None
+
+
+def require_text(value: object, what: str, *, where: str | None = None) -> str:
+    """``value`` if it is non-blank, valid Unicode text, else an :class:`InputError` naming
+    ``what`` ("the query"): the check every job makes of its query, input or answer."""
+    if not isinstance(value, str) or not value.strip():
+        raise InputError(f"{what} is empty", where=where)
+    try:
+        return check_text(value)
+    except ValueError as exc:
+        raise InputError(f"{what} {exc}", where=where) from exc
 
 
 def coerce_passages(

@@ -7,13 +7,15 @@ module, ``evidex.jobs.<job>``, and re-exported from ``evidex``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
+    AfterValidator,
     AliasChoices,
     BaseModel,
     ConfigDict,
@@ -32,13 +34,42 @@ __all__ = [
     "PassageLike",
     "RiskLevel",
     "Source",
+    "Text",
     "TierDefinition",
     "TierScheme",
     "Usage",
+    "check_text",
+    "lone_surrogate",
 ]
 
 Source = Literal["judge", "cache", "fallback"]
 """Where a result came from. ``fallback`` always comes with a reason and a review item."""
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The position of the first lone surrogate in ``text``, or None. Such a code point comes
+    from a JSON escape (``"\\ud800"``) or undecodable bytes read with ``surrogateescape`` (a
+    command line); it is not Unicode text, so no store, tokenizer or UTF-8 reply can take it."""
+    found = _SURROGATE.search(text)
+    return found.start() if found else None
+
+
+def check_text(value: str) -> str:
+    """``value`` if it is valid Unicode text, else :class:`ValueError` saying where it is not."""
+    position = lone_surrogate(value)
+    if position is not None:
+        raise ValueError(
+            f"holds a lone surrogate (U+{ord(value[position]):04X}) at character {position}: "
+            "not valid Unicode text"
+        )
+    return value
+
+
+Text = Annotated[str, AfterValidator(check_text)]
+"""A string that is valid Unicode text (no lone surrogates): the type of every passage field."""
 
 
 class RiskLevel(str, Enum):
@@ -54,10 +85,10 @@ class Passage(BaseModel):
 
     model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
 
-    passage_id: str = Field(validation_alias=AliasChoices("passage_id", "id", "pid", "docid"))
-    text: str
-    title: str | None = None
-    url: str | None = None
+    passage_id: Text = Field(validation_alias=AliasChoices("passage_id", "id", "pid", "docid"))
+    text: Text
+    title: Text | None = None
+    url: Text | None = None
     rank: int | None = None
     score: float | None = None
     metadata: dict[str, Any] = Field(default_factory=dict)

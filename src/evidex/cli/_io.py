@@ -46,6 +46,7 @@ from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.jobs import resolve_judge, run_sync
 from evidex.judging import Judge
+from evidex.preflight import InputLimits
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage
 
@@ -163,12 +164,16 @@ def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
 
 _PASSAGE_FIELDS = "passage_id (or id), text, title, url, rank, score, metadata"
 
+LIMITS = InputLimits()
+"""What one text read by a command may hold: the service's default limits."""
+
 
 def read_passages(path: str | Path) -> list[Passage]:
     """Passages from a JSONL file, one object a line; ``-`` reads stdin. Blank lines are skipped.
 
     Ids must be unique in the file: a repeated id is reported with both line numbers, since it
-    is almost always a join bug upstream rather than a passage worth grading twice.
+    is almost always a join bug upstream rather than a passage worth grading twice. A text over
+    :data:`LIMITS` is refused, naming its line.
     """
     passages: list[Passage] = []
     first_seen: dict[str, int] = {}
@@ -179,6 +184,8 @@ def read_passages(path: str | Path) -> list[Passage]:
             passage = Passage.model_validate(data)
         except ValidationError as exc:
             raise InputError(explain_passage_error(exc), where=where) from exc
+        if problem := LIMITS.text_problem(passage.text):
+            raise InputError(f"text: {problem}", where=where)
         if passage.passage_id in first_seen:
             raise InputError(
                 f"passage id {passage.passage_id!r} was already used on line "
@@ -217,22 +224,30 @@ def jsonl_objects(path: str | Path) -> Iterator[tuple[str, int, dict[str, Any]]]
 
 
 def read_lines(path: str | Path) -> tuple[str, list[str]]:
-    """The display name and the lines of a file or stdin.
+    """The display name and the lines of a file or stdin, both read as UTF-8 (a byte-order
+    mark dropped): bytes that are not UTF-8 are an input error naming the byte, whichever way
+    they come in.
 
     Splits on ``\\n`` only: JSON strings may hold U+2028 and friends unescaped, which
     ``str.splitlines`` would treat as line breaks.
     """
-    if str(path) == "-":
-        return "<stdin>", [line.rstrip("\r") for line in sys.stdin.read().split("\n")]
+    name = "<stdin>" if str(path) == "-" else str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")
+        if name == "<stdin>":
+            # the bytes, not the text stream: its decoding depends on the locale, and fails
+            # with a traceback rather than an error that names the input
+            buffer = getattr(sys.stdin, "buffer", None)
+            raw = sys.stdin.read() if buffer is None else buffer.read()
+            text = raw if isinstance(raw, str) else raw.decode("utf-8-sig")
+        else:
+            text = Path(path).read_text(encoding="utf-8-sig")
     except FileNotFoundError as exc:
-        raise InputError("no such file", where=str(path)) from exc
+        raise InputError("no such file", where=name) from exc
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 text (byte {exc.start})", where=str(path)) from exc
+        raise InputError(f"not UTF-8 text (byte {exc.start})", where=name) from exc
     except OSError as exc:
-        raise InputError(f"cannot read: {exc.strerror or exc}", where=str(path)) from exc
-    return str(path), [line.rstrip("\r") for line in text.split("\n")]
+        raise InputError(f"cannot read: {exc.strerror or exc}", where=name) from exc
+    return name, [line.rstrip("\r") for line in text.split("\n")]
 
 
 def _json_kind(value: Any) -> str:
@@ -287,8 +302,11 @@ class TextOrFile:
         if file is not None:
             _, lines = read_lines(file)
             text = "\n".join(lines)
+        where = str(file or self.flag)
         if not (text or "").strip():
-            raise InputError(f"{self.what} is empty", where=str(file or self.flag))
+            raise InputError(f"{self.what} is empty", where=where)
+        if problem := LIMITS.text_problem(text or ""):
+            raise InputError(f"{self.what}: {problem}", where=where)
         return text or ""
 
 

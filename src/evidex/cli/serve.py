@@ -12,6 +12,7 @@ from evidex.cli._app import app, err_console
 from evidex.cli._io import open_db
 from evidex.cli._options import DbOpt
 from evidex.errors import MissingExtraError, UsageError
+from evidex.preflight import MAX_PASSAGES, MAX_TEXT_CHARS, InputLimits
 
 logger = logging.getLogger("evidex.serve")
 
@@ -59,13 +60,41 @@ def serve(
             help="A browser origin whose pages may call the API (repeatable; default none).",
         ),
     ] = None,
+    max_body_mb: Annotated[
+        float | None,
+        typer.Option(
+            "--max-body-mb",
+            metavar="MB",
+            min=0.001,
+            help="The largest request body in megabytes; a larger one gets 413 before it is read "
+            "(default 4; EVIDEX_MAX_BODY_MB).",
+        ),
+    ] = None,
+    max_passages: Annotated[
+        int,
+        typer.Option(
+            "--max-passages", metavar="N", min=1, help="Passages one request may carry (422 over)."
+        ),
+    ] = MAX_PASSAGES,
+    max_text_chars: Annotated[
+        int,
+        typer.Option(
+            "--max-text-chars",
+            metavar="N",
+            min=1,
+            help="Characters one text (query, passage, answer, input) may have (422 over).",
+        ),
+    ] = MAX_TEXT_CHARS,
 ) -> None:
     """Serve the jobs over HTTP: POST /tier (and the other jobs), the review queue and its web UI
     at /ui/, /log, /keys, /metrics and /healthz.
 
     Callers send an API key (`evidex keys create`) as 'Authorization: Bearer KEY'. Until the
     store has a key, only this machine is served; on any other address the server refuses to
-    start without one (or --no-auth)."""
+    start without one (or --no-auth).
+
+    Every request is bounded: its body (413 before it is read), its passages and the length of
+    each text (422 naming the field)."""
     try:
         import uvicorn
     except ImportError as exc:
@@ -95,5 +124,7 @@ def serve(
         auth="off" if no_auth else "auto",
         allowed_hosts=hosts,
         cors_origins=list(cors_origin or []),
+        max_body_bytes=int(max_body_mb * 1024 * 1024) if max_body_mb else None,
+        limits=InputLimits(max_passages=max_passages, max_text_chars=max_text_chars),
     )
     uvicorn.run(application, host=host, port=port, log_level="info")

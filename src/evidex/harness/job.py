@@ -28,6 +28,8 @@ from pydantic import BaseModel, Field
 
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
+from evidex.harness.tracing import job_span
+from evidex.pricing import estimate_cost
 from evidex.types import Event, Passage, Source, Usage
 
 if TYPE_CHECKING:
@@ -70,7 +72,15 @@ class JobResult(BaseModel):
     prompt_version: str
     run_id: str
     usage: Usage = Field(default_factory=Usage)
+    """Tokens over every attempt (re-asks and replies that failed validation included)."""
     judge_calls: int = 0
+    """Requests sent to the judge, every attempt counted (cache hits send none)."""
+    attempts: int = 0
+    """Attempts over every exchange: the judge calls plus those an open circuit breaker
+    refused before sending."""
+    cost: float | None = None
+    """``usage`` priced by the configured table (:mod:`evidex.pricing`), in its currency;
+    ``None`` when the table does not name the judge (never a guessed price)."""
 
 
 @dataclass(frozen=True)
@@ -176,12 +186,20 @@ class JobRun:
         }
 
     def totals(self, routed: Sequence[Routed] = ()) -> dict[str, Any]:
-        """The run's totals for a result: its review items (fallbacks' and routed), calls and
-        usage over every attempt."""
+        """The run's totals for a result: its review items (fallbacks' and routed), and what
+        the run spent (:meth:`spend`)."""
         return {
             "review_item_ids": self.fallback_review_ids + [r.item_id for r in routed],
+            **self.spend(),
+        }
+
+    def spend(self) -> dict[str, Any]:
+        """Calls, attempts and usage over every attempt, and their estimated cost."""
+        return {
             "usage": self.usage,
             "judge_calls": self.calls,
+            "attempts": self.attempts,
+            "cost": self.cost,
         }
 
     async def call(self, step: Step[B, V], batch: B, *, batch_id: str | None = None) -> Outcome[V]:
@@ -216,12 +234,26 @@ class JobRun:
         return sum(o.judge_calls for o in self.outcomes)
 
     @property
+    def attempts(self) -> int:
+        return sum(len(o.attempts) for o in self.outcomes)
+
+    @property
+    def cost(self) -> float | None:
+        """The run's usage at the configured price of its judge (``None``: not priced)."""
+        return estimate_cost(self.harness.settings.prices, self.judge.judge_id, self.usage)
+
+    @property
     def fallback_review_ids(self) -> list[int]:
         return [o.review_item_id for o in self.outcomes if o.review_item_id is not None]
 
     @property
     def fallbacks(self) -> list[Outcome[Any]]:
         return [o for o in self.outcomes if o.source == "fallback"]
+
+    @property
+    def source(self) -> Source:
+        """Where the run's result came from so far (see :func:`verdict`)."""
+        return verdict(self.outcomes)
 
 
 def with_passages(
@@ -261,16 +293,17 @@ async def run_planned(
         job=spec.job, query=plan.query, risk=plan.risk, review_fallback=plan.review_fallback
     )
     run = JobRun(harness, ctx, on_progress)
-    for event in plan.events:
-        run.log(event)
-    merged = await spec.execute(plan, run)
-    routed = [
-        Routed(run.review(request), request, request.payload.get("label"))
-        for request in spec.reviews(plan, merged, run)
-    ]
-    result = spec.finish(plan, merged, run, routed)
-    # the rows of a returned result are committed: a crash after this loses none of them
-    await asyncio.to_thread(harness.store.flush)
+    with job_span(run, plan):
+        for event in plan.events:
+            run.log(event)
+        merged = await spec.execute(plan, run)
+        routed = [
+            Routed(run.review(request), request, request.payload.get("label"))
+            for request in spec.reviews(plan, merged, run)
+        ]
+        result = spec.finish(plan, merged, run, routed)
+        # the rows of a returned result are committed: a crash after this loses none of them
+        await asyncio.to_thread(harness.store.flush)
     return result
 
 

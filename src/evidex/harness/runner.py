@@ -40,6 +40,7 @@ from evidex.harness.metrics import metrics
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.harness.settings import HarnessSettings
+from evidex.harness.tracing import traced_call
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
 from evidex.taxonomy import Taxonomy
@@ -83,8 +84,11 @@ class Harness:
     async def run(
         self, spec: JobSpec[Any, D, Any, Out], item: Any, *, on_progress: Progress | None = None
     ) -> Out:
-        """Run one input of a job: plan (preflight), stages, merge, review routing."""
-        return await run_planned(self, spec, spec.plan(item, self.judge), on_progress)
+        """Run one input of a job: plan (preflight), stages, merge, review routing. Planning is
+        CPU work as large as the input, so it runs in a worker thread: a service's event loop
+        keeps answering while a large request is planned."""
+        plan = await asyncio.to_thread(spec.plan, item, self.judge)
+        return await run_planned(self, spec, plan, on_progress)
 
     async def run_many(
         self,
@@ -94,7 +98,14 @@ class Harness:
         on_progress: Progress | None = None,
     ) -> list[Out]:
         """Run many inputs of a job; results in input order. Every input is planned before the
-        first judge call, so bad input anywhere stops the batch early, naming the input."""
+        first judge call (in a worker thread, as :meth:`run` does), so bad input anywhere stops
+        the batch early, naming the input."""
+        plans = await asyncio.to_thread(self._plan_all, spec, items)
+        if not plans:
+            raise InputError(f"no inputs given to the {spec.job} job")
+        return await run_many_planned(self, spec, plans, on_progress)
+
+    def _plan_all(self, spec: JobSpec[Any, D, Any, Out], items: Iterable[Any]) -> list[Plan[D]]:
         plans: list[Plan[D]] = []
         for index, item in enumerate(items, 1):
             try:
@@ -103,9 +114,7 @@ class Harness:
                 if exc.where is not None:
                     raise
                 raise InputError(str(exc), where=f"input {index}") from exc
-        if not plans:
-            raise InputError(f"no inputs given to the {spec.job} job")
-        return await run_many_planned(self, spec, plans, on_progress)
+        return plans
 
     def cache_key(self, step: Step[B, V], batch: B) -> str:
         material = {
@@ -174,6 +183,7 @@ class Harness:
 
         return list(await asyncio.gather(*(one(i, b) for i, b in enumerate(batches))))
 
+    @traced_call
     async def call(
         self, step: Step[B, V], batch: B, ctx: RunContext, *, batch_id: str | None = None
     ) -> Outcome[V]:

@@ -1,12 +1,15 @@
-"""The settings of the harness: timeouts, concurrency, retries, breaker and cache use."""
+"""The settings of the harness: timeouts, concurrency, retries, breaker, cache use and the
+price table a run's cost is estimated from."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from evidex.config import Settings
+    from evidex.pricing import Price
 
 __all__ = ["HarnessSettings"]
 
@@ -25,6 +28,9 @@ class HarnessSettings:
     """A server's ``Retry-After`` is honoured up to this many seconds; a longer wait would hold
     the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
     use_cache: bool = True
+    prices: Mapping[str, Price] = field(default_factory=dict)
+    """Judge spec → price per 1M tokens (:mod:`evidex.pricing`): a result's ``cost``; a judge
+    not named here has none."""
 
     @classmethod
     def from_config(cls, configured: Settings | None = None) -> HarnessSettings:

@@ -38,7 +38,7 @@ from evidex.jobs._audit_policy import (
 from evidex.jobs._audit_stages import Stages, UnauditedSpan, given_claims
 from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import coerce_passages, prepare_passages
+from evidex.preflight import coerce_passages, prepare_passages, require_text
 from evidex.tasks.audit import (
     AuditStep,
     AuditSummary,
@@ -409,6 +409,9 @@ def _inputs(items: Iterable[AnswerInput | Mapping[str, Any]]) -> list[AnswerInpu
         seen.add(answer_id)
         if not item.answer.strip():
             raise InputError(f"answer {answer_id!r} is empty: there is nothing to audit")
+        require_text(item.answer, f"answer {answer_id!r}")
+        if item.question and item.question.strip():
+            require_text(item.question, f"the question of answer {answer_id!r}")
         answers.append(item.model_copy(update={"answer_id": answer_id}))
     if not answers:
         raise InputError("no answers given: at least one answer is required")

@@ -32,7 +32,7 @@ from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import coerce_passages, prepare_passages
+from evidex.preflight import coerce_passages, prepare_passages, require_text
 from evidex.tasks.classify import (
     ClassifyBatch,
     ClassifyExample,
@@ -196,8 +196,7 @@ class ClassifySpec:
     def plan(self, item: ClassifyInput, judge: Judge) -> Plan[Prepared]:
         """Preflight one input; raises ``InputError`` (naming the item) on bad input."""
         where = None if item.id is None else f"item {item.id!r}"
-        if not isinstance(item.input, str) or not item.input.strip():
-            raise InputError("the input text to classify is empty", where=where)
+        require_text(item.input, "the input text to classify", where=where)
         items = coerce_passages(item.passages, where=where)
         step = ClassifyStep()
         base = dataclasses.replace(self.template, input=item.input)

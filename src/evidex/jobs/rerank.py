@@ -34,7 +34,7 @@ from evidex.jobs._rank_algos import kendall_tau_distance
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
-from evidex.preflight import Prepared, coerce_passages, prepare_passages
+from evidex.preflight import Prepared, coerce_passages, prepare_passages, require_text
 from evidex.tasks.rerank import STRATEGIES, RankedPassage
 from evidex.types import Event, Passage, PassageLike, Source
 
@@ -207,8 +207,7 @@ class RerankSpec:
 
     def plan(self, item: RerankInput, judge: Judge) -> Plan[_Candidates]:
         started = time.perf_counter()
-        if not item.query or not item.query.strip():
-            raise InputError("the query is empty")
+        require_text(item.query, "the query")
         items = coerce_passages(item.passages, noun="candidate")
         deduped = prepare_passages(_retrieval_order(items), count_tokens=judge.count_tokens)
         head, tail = deduped.passages[: self.top_n], deduped.passages[self.top_n :]
@@ -270,9 +269,9 @@ class RerankSpec:
             comparisons=stages.comparisons if self.strategy == "pairwise" else None,
             ties=stages.ties if self.strategy == "pairwise" else None,
         )
-        # the row carries the query's hash (as every audit-log row does), not its text
-        logged = metrics.model_dump(exclude={"query"})
-        run.harness.note(run.ctx, "rerank_metrics", f"rerank metrics ({self.strategy})", **logged)
+        run.harness.note(
+            run.ctx, "rerank_metrics", f"rerank metrics ({self.strategy})", **metrics.model_dump()
+        )
         return RerankResult(
             id=plan.id,
             query=plan.query,

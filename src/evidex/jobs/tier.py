@@ -22,7 +22,7 @@ from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
 from evidex.jobs._common import QueryInput, RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import Prepared, coerce_passages, prepare_passages
+from evidex.preflight import Prepared, coerce_passages, prepare_passages, require_text
 from evidex.tasks.tier import (
     DEFAULT_EXAMPLES,
     TierAssignment,
@@ -160,9 +160,7 @@ class TierSpec:
         return TierBatch(query, tuple(passages), self.scheme, self.examples, self.risk)
 
     def plan(self, item: TierInput, judge: Judge) -> Plan[_Prepared]:
-        query = item.query
-        if not query or not query.strip():
-            raise InputError("the query is empty")
+        query = require_text(item.query, "the query")
         items = coerce_passages(item.passages)
         fixed = "".join(m.content for m in TierStep().request(self.batch(query, ())).messages)
         prepared = prepare_passages(

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Annotated, Any
 
 try:
-    from fastapi import Depends, FastAPI, HTTPException, Request
+    from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.middleware.cors import CORSMiddleware
     from fastapi.middleware.trustedhost import TrustedHostMiddleware
     from fastapi.openapi.docs import get_swagger_ui_html
@@ -29,7 +30,24 @@ from evidex.harness.metrics import metrics
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge
 from evidex.judging import Judge
+from evidex.preflight import InputLimits
 from evidex.service.auth import AuthMode, Gate, Principal
+from evidex.service.guards import (
+    BodyLimit,
+    bounded,
+    check_body,
+    max_body_bytes_from_env,
+    validation_error_handler,
+)
+from evidex.service.schemas import (
+    ERROR_RESPONSES,
+    TEXT_RESPONSES,
+    AuditRow,
+    Health,
+    Key,
+    NewKey,
+    ReviewItem,
+)
 from evidex.store import DEFAULT_LEASE_S, ROLES, SqlStore, open_store
 
 __all__ = ["LOOPBACK_HOSTS", "create_app"]
@@ -48,6 +66,10 @@ SECURITY_HEADERS = {
     ),
     "Cache-Control": "no-store",
 }
+
+
+ItemId = Annotated[int, Path(ge=1, le=2**63 - 1, description="a review item's id")]
+"""A review item's id: within what the database's integer column holds."""
 
 
 class ResolveRequest(BaseModel):
@@ -88,6 +110,8 @@ def create_app(
     auth: AuthMode = "auto",
     allowed_hosts: Sequence[str] = LOOPBACK_HOSTS,
     cors_origins: Sequence[str] = (),
+    max_body_bytes: int | None = None,
+    limits: InputLimits | None = None,
 ) -> FastAPI:
     """Build the app. ``judges`` pre-builds judges by spec (tests, custom backends);
     ``allowed_judges`` limits which specs a request may name (default: ``EVIDEX_SERVICE_JUDGES``
@@ -96,7 +120,11 @@ def create_app(
 
     ``auth``: see :mod:`evidex.service.auth`. ``allowed_hosts``: the Host headers answered
     (``["*"]`` for any); ``cors_origins``: the browser origins allowed to call the API from
-    their pages (none by default)."""
+    their pages (none by default).
+
+    ``max_body_bytes``: the largest request body (default ``EVIDEX_MAX_BODY_MB``, else 4 MiB),
+    refused with 413 before it is parsed; ``limits``: passages per request and characters per
+    text (:class:`~evidex.preflight.InputLimits`), refused with 422 naming the field."""
     # Read once: a request must not pay for a config-file read, and a server's judges and
     # limits should not change under it when someone edits the file.
     configured = load_settings()
@@ -133,11 +161,15 @@ def create_app(
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
+        responses=ERROR_RESPONSES,
     )
     app.state.store = the_store
     app.state.judge_for = judge_for
     app.state.gate = gate
+    app.state.limits = bounds = limits or InputLimits()
     app.add_middleware(TrustedHostMiddleware, allowed_hosts=list(allowed_hosts))
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes or max_body_bytes_from_env())
+    app.add_exception_handler(RequestValidationError, validation_error_handler)
     if cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -181,10 +213,11 @@ def create_app(
             else 500
         )
         return JSONResponse(
-            status_code=status, content={"error": type(exc).__name__, "detail": str(exc)}
+            status_code=status,
+            content={"error": type(exc).__name__, "detail": bounded(str(exc), 2000)},
         )
 
-    @app.get("/healthz")
+    @app.get("/healthz", response_model=Health)
     async def healthz() -> dict[str, Any]:
         return {
             "status": "ok",
@@ -192,30 +225,34 @@ def create_app(
             "schema_version": the_store.schema_version(),
         }
 
-    @app.get("/review", dependencies=[reviewer])
+    @app.get("/review", dependencies=[reviewer], response_model=list[ReviewItem])
     async def review_list(
-        status: str = "pending", job: str | None = None, limit: int = 100
+        status: str = "pending",
+        job: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
     ) -> list[dict[str, Any]]:
         return the_store.list_reviews(
             status=None if status == "all" else status, job=job, limit=limit
         )
 
-    @app.post("/review/claim")
+    @app.post("/review/claim", response_model=ReviewItem | None)
     async def review_claim(body: ClaimRequest, who: Principal = reviewer) -> dict[str, Any] | None:
         """Lease the oldest free pending item to the reviewer (null when none is free)."""
+        check_body(body, bounds)
         name = _acting_reviewer(who, body.reviewer)
         if not name:
             raise HTTPException(status_code=422, detail="name the reviewer who claims")
         return the_store.claim_review(name, job=body.job, lease_s=body.lease_s)
 
-    @app.get("/review/{item_id}", dependencies=[reviewer])
-    async def review_show(item_id: int) -> dict[str, Any]:
+    @app.get("/review/{item_id}", dependencies=[reviewer], response_model=ReviewItem)
+    async def review_show(item_id: ItemId) -> dict[str, Any]:
         return the_store.get_review(item_id)
 
-    @app.post("/review/{item_id}/resolve")
+    @app.post("/review/{item_id}/resolve", response_model=ReviewItem)
     async def review_resolve(
-        item_id: int, body: ResolveRequest, who: Principal = reviewer
+        item_id: ItemId, body: ResolveRequest, who: Principal = reviewer
     ) -> dict[str, Any]:
+        check_body(body, bounds)
         return the_store.resolve_review(
             item_id,
             decision=body.decision,
@@ -223,21 +260,22 @@ def create_app(
             reviewer=_acting_reviewer(who, body.reviewer),
         )
 
-    @app.get("/keys", dependencies=[admin])
+    @app.get("/keys", dependencies=[admin], response_model=list[Key])
     async def keys_list(include_revoked: bool = False) -> list[dict[str, Any]]:
         return [k.as_dict() for k in the_store.list_keys(include_revoked=include_revoked)]
 
-    @app.post("/keys", dependencies=[admin], status_code=201)
+    @app.post("/keys", dependencies=[admin], status_code=201, response_model=NewKey)
     async def keys_create(body: KeyRequest) -> dict[str, Any]:
         """Make a key; the response is the only place its secret is ever shown."""
+        check_body(body, bounds)
         key, secret = the_store.create_key(body.role, body.name)
         return {**key.as_dict(), "key": secret}
 
-    @app.post("/keys/{key_id}/revoke", dependencies=[admin])
+    @app.post("/keys/{key_id}/revoke", dependencies=[admin], response_model=Key)
     async def keys_revoke(key_id: str) -> dict[str, Any]:
         return the_store.revoke_key(key_id).as_dict()
 
-    @app.get("/log", dependencies=[reviewer])
+    @app.get("/log", dependencies=[reviewer], response_model=list[AuditRow])
     async def log(
         last: int = 50, run_id: str | None = None, job: str | None = None
     ) -> list[dict[str, Any]]:
@@ -247,7 +285,7 @@ def create_app(
 
     from evidex.service.jobs import register_job_routes
 
-    register_job_routes(app, the_store, judge_for, settings, dependencies=[client])
+    register_job_routes(app, the_store, judge_for, settings, dependencies=[client], limits=bounds)
 
     from evidex.service.ui import register_ui
 
@@ -301,7 +339,12 @@ def _mount_prometheus(app: FastAPI, anyone: Any) -> None:
 
     metrics().add_listener(forward)
 
-    @app.get("/metrics", dependencies=[anyone])
+    @app.get(
+        "/metrics",
+        dependencies=[anyone],
+        response_class=PlainTextResponse,
+        responses=TEXT_RESPONSES,
+    )
     async def prometheus_metrics() -> PlainTextResponse:
         return PlainTextResponse(
             prom.generate_latest(registry).decode(), media_type=prom.CONTENT_TYPE_LATEST

@@ -9,6 +9,7 @@ judge output).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
@@ -16,12 +17,29 @@ from fastapi import FastAPI
 from pydantic import BaseModel, Field
 
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs.audit import DEFAULT_CLAIMS_PER_BATCH, DEFAULT_SEGMENT_TOKENS, AuditPolicy, aaudit
-from evidex.jobs.classify import DEFAULT_THRESHOLD, aclassify
-from evidex.jobs.rerank import DEFAULT_STEP, DEFAULT_TOP_K, DEFAULT_TOP_N, DEFAULT_WINDOW, arerank
+from evidex.jobs.audit import (
+    DEFAULT_CLAIMS_PER_BATCH,
+    DEFAULT_SEGMENT_TOKENS,
+    AuditDecision,
+    AuditPolicy,
+    AuditResult,
+    aaudit,
+)
+from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyResult, aclassify
+from evidex.jobs.rerank import (
+    DEFAULT_STEP,
+    DEFAULT_TOP_K,
+    DEFAULT_TOP_N,
+    DEFAULT_WINDOW,
+    RerankResult,
+    arerank,
+)
 from evidex.jobs.select import select_context
 from evidex.jobs.tier import DEFAULT_BATCH, atier
 from evidex.judging import Judge
+from evidex.preflight import InputLimits
+from evidex.service.guards import check_body
+from evidex.service.schemas import TierReport
 from evidex.store import SqlStore
 from evidex.tasks.classify import ClassifyExample
 from evidex.tasks.tier import TierExample
@@ -112,16 +130,24 @@ def register_job_routes(
     judge_for: Callable[[str | None, str], Judge],
     settings: HarnessSettings,
     dependencies: Sequence[Any] = (),
+    limits: InputLimits | None = None,
 ) -> None:
-    """Add the four job endpoints; ``dependencies`` guard each (the caller's role)."""
+    """Add the four job endpoints; ``dependencies`` guard each (the caller's role), ``limits``
+    bound what one request may carry."""
     guard = list(dependencies)
+    bounds = limits or InputLimits()
 
-    def run(body: JobRequest, job: str) -> dict[str, Any]:
+    async def run(body: JobRequest, job: str) -> dict[str, Any]:
+        # a walk over every text of a body of megabytes: off the event loop, like planning
+        await asyncio.to_thread(check_body, body, bounds)
         return {"judge": judge_for(body.judge, job), "store": store, "settings": settings}
 
-    @app.post("/tier", dependencies=guard)
+    @app.post(
+        "/tier", dependencies=guard, response_model=TierReport, response_model_exclude_unset=True
+    )
     async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
-        result = await atier(body.query, body.passages, **run(body, "tier"), **body.options())
+        options = await run(body, "tier")
+        result = await atier(body.query, body.passages, **options, **body.options())
         report = result.report()
         if body.policy:
             report["context"] = select_context(result, body.policy, body.budget).model_dump(
@@ -129,32 +155,35 @@ def register_job_routes(
             )
         return report
 
-    @app.post("/rerank", dependencies=guard)
+    @app.post("/rerank", dependencies=guard, response_model=RerankResult)
     async def rerank_endpoint(body: RerankRequest) -> dict[str, Any]:
-        result = await arerank(body.query, body.passages, **run(body, "rerank"), **body.options())
+        options = await run(body, "rerank")
+        result = await arerank(body.query, body.passages, **options, **body.options())
         return result.model_dump(mode="json")
 
-    @app.post("/classify", dependencies=guard)
+    @app.post("/classify", dependencies=guard, response_model=ClassifyResult)
     async def classify_endpoint(body: ClassifyRequest) -> dict[str, Any]:
+        options = await run(body, "classify")
         result = await aclassify(
-            body.input, body.passages, body.labels, **run(body, "classify"), **body.options()
+            body.input, body.passages, body.labels, **options, **body.options()
         )
         return result.model_dump(mode="json")
 
     async def _audit(body: AuditRequest) -> Any:
+        options = await run(body, "audit")
         return await aaudit(
             body.answer,
             body.passages,
             answer_id=body.answer_id,
             question=body.question,
-            **run(body, "audit"),
+            **options,
             **body.options(),
         )
 
-    @app.post("/audit", dependencies=guard)
+    @app.post("/audit", dependencies=guard, response_model=AuditResult)
     async def audit_endpoint(body: AuditRequest) -> dict[str, Any]:
         return (await _audit(body)).report()  # type: ignore[no-any-return]
 
-    @app.post("/audit/decision", dependencies=guard)
+    @app.post("/audit/decision", dependencies=guard, response_model=AuditDecision)
     async def audit_decision_endpoint(body: AuditRequest) -> dict[str, Any]:
         return (await _audit(body)).decision.model_dump(mode="json")  # type: ignore[no-any-return]
