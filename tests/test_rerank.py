@@ -57,7 +57,9 @@ def test_allpairs_orders_and_reports(store: SqlStore, passages: list[Passage]) -
     notes = store.audit_rows(run_id=result.run_id, step="rerank_metrics")
     assert len(notes) == 1
     assert notes[0]["detail"]["inversion_rate"] == 1.0
-    assert notes[0]["detail"]["query"] == QUERY
+    # the audit log keeps the query's hash, never its text, in every row, metrics included
+    assert "query" not in notes[0]["detail"] and QUERY not in json.dumps(notes[0]["detail"])
+    assert notes[0]["query_hash"] == store.audit_rows(run_id=result.run_id)[0]["query_hash"]
 
 
 def _rows(store: SqlStore, run_id: str) -> list[dict[str, Any]]:

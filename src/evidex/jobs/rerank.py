@@ -269,9 +269,9 @@ class RerankSpec:
             comparisons=stages.comparisons if self.strategy == "pairwise" else None,
             ties=stages.ties if self.strategy == "pairwise" else None,
         )
-        run.harness.note(
-            run.ctx, "rerank_metrics", f"rerank metrics ({self.strategy})", **metrics.model_dump()
-        )
+        # the row carries the query's hash (as every audit-log row does), not its text
+        logged = metrics.model_dump(exclude={"query"})
+        run.harness.note(run.ctx, "rerank_metrics", f"rerank metrics ({self.strategy})", **logged)
         return RerankResult(
             id=plan.id,
             query=plan.query,
