@@ -148,3 +148,25 @@ def test_a_memory_store_is_one_database_for_every_thread() -> None:
     store = open_store("sqlite://")
     store.append_audit(AuditRecord(run_id="r", job="tier", status="ok"))
     assert [r["run_id"] for r in store.audit_rows()] == ["r"]  # written by the writer thread
+
+
+def test_a_library_call_without_a_store_says_once_where_its_log_goes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import evidex
+    from evidex.jobs import _common
+    from evidex.types import Passage
+    from tests.scripted import ScriptedJudge, tier_reply
+
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "default.db"))
+    monkeypatch.setattr(_common, "_ANNOUNCED", set())
+    passages = [Passage(passage_id="a", text="Some passage text here.")]
+    with caplog.at_level("INFO", logger="evidex"):
+        for _ in range(2):
+            evidex.tier("q", passages, judge=ScriptedJudge([tier_reply]))
+        evidex.tier("q", passages, judge=ScriptedJudge([tier_reply]), store="sqlite://")
+    said = [r for r in caplog.records if "default.db" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelname == "WARNING"  # once per process and store
+    message = said[0].getMessage()
+    assert "raw judge output" in message and 'store="sqlite://"' in message
+    assert (tmp_path / "default.db").exists()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import functools
+import logging
 from collections.abc import Callable, Coroutine, Mapping
 from typing import Any, ParamSpec, TypedDict, TypeVar
 
@@ -97,12 +98,28 @@ def resolve_judge(judge: Judge | str | None, job: str, **options: Any) -> Judge:
     return judge
 
 
+_ANNOUNCED: set[str] = set()
+"""Default stores already named in the log by this process."""
+
+
 def resolve_store(store: StorePort | str | None) -> StorePort:
     """The given store, one opened from a URL, or the default store (``EVIDEX_DB`` or the user
-    data dir): the audit log is not optional."""
-    from evidex.store import open_store
+    data dir): the audit log is not optional. The first call of a process that falls back to
+    the default store logs a warning naming it, since it keeps raw judge output on disk."""
+    from evidex.store import default_url, open_store
 
-    if store is None or isinstance(store, str):
+    if store is None:
+        url = default_url()
+        if url not in _ANNOUNCED:
+            _ANNOUNCED.add(url)
+            logging.getLogger("evidex").warning(
+                "no store= given: the audit log (raw judge output included), the cache and the "
+                'review queue are written to %s; pass store="sqlite://" to keep them in '
+                "memory, or set EVIDEX_DB",
+                url,
+            )
+        return open_store(url)
+    if isinstance(store, str):
         return open_store(store)
     return store
 
