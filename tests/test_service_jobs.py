@@ -45,8 +45,43 @@ def test_rerank_endpoint(store: SqlStore) -> None:
     )
     assert response.status_code == 200, response.text
     ranked = response.json()["ranked_passages"]
-    assert [r["passage_id"] for r in ranked[:2]] == ["p2", "p0"]
-    assert sorted(r["rank"] for r in ranked) == list(range(1, len(ranked) + 1))
+    # the strict top-k, as `evidex rerank --top-k` prints it: one behaviour for both
+    assert [(r["passage_id"], r["rank"]) for r in ranked] == [("p2", 1), ("p0", 2)]
+    assert response.json()["top_k"] == 2
+
+
+@pytest.mark.parametrize("top_k", [1, 3])
+def test_rerank_over_http_returns_the_top_k_as_the_cli_prints_it(
+    store: SqlStore, top_k: int, tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from evidex import judges
+    from evidex.cli import main
+
+    rows = [{"passage_id": f"p{i}", "text": f"passage {i} about vitamin D"} for i in range(4)]
+    body = {"query": "vitamin D", "passages": rows, "judge": "scripted", "strategy": "allpairs"}
+    reply = rank_reply(["p3", "p1"])
+    http = _client(store, ScriptedJudge([reply])).post("/rerank", json={**body, "top_k": top_k})
+    assert http.status_code == 200, http.text
+    path = tmp_path / "p.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    judge = ScriptedJudge([reply])
+    saved = dict(judges.JUDGES)
+    judges.register_judge("scripted", lambda spec, **options: judge)
+    try:
+        argv = ["rerank", "-q", "vitamin D", "-p", str(path), "-j", "scripted", "-s", "allpairs"]
+        code = main([*argv, "--top-k", str(top_k), "--db", f"sqlite:///{tmp_path / 'c.db'}"])
+    finally:
+        judges.JUDGES.clear()
+        judges.JUDGES.update(saved)
+    assert code == 0
+    cli = json.loads(capsys.readouterr().out)["ranked_passages"]
+    assert len(cli) == top_k
+    same = ("passage_id", "rank", "source")
+    assert [[r[k] for k in same] for r in http.json()["ranked_passages"]] == [
+        [r[k] for k in same] for r in cli
+    ]
 
 
 def test_classify_endpoint(store: SqlStore) -> None:

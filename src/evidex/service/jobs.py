@@ -159,7 +159,8 @@ def register_job_routes(
     async def rerank_endpoint(body: RerankRequest) -> dict[str, Any]:
         options = await run(body, "rerank")
         result = await arerank(body.query, body.passages, **options, **body.options())
-        return result.model_dump(mode="json")
+        # the strict top-k, as the CLI prints it; the library's result keeps the full order
+        return result.report(limit=result.top_k)
 
     @app.post("/classify", dependencies=guard, response_model=ClassifyResult)
     async def classify_endpoint(body: ClassifyRequest) -> dict[str, Any]:
