@@ -111,3 +111,30 @@ def test_tier_results_carry_each_passage_text_and_metadata(store: SqlStore) -> N
     assert [a.passage_id for a in result.classifications] == ["passage-1", "passage-2"]
     assert result.passage("passage-2").text == "Sunlight."
     assert result.passage("passage-2").metadata == {"p": 2}
+
+
+def test_classify_results_carry_each_passage_text_and_metadata(store: SqlStore) -> None:
+    from tests import classify_fixtures as cf
+
+    docs = [
+        {**p.model_dump(exclude={"metadata"}), "source": f"kb/{p.passage_id}"} for p in cf.PASSAGES
+    ]
+    judge = ScriptedJudge([cf.reply()])
+    result = evidex.classify(cf.INPUT, docs, cf.TAXONOMY, judge=judge, store=store)
+    [evidence] = result.classifications[0].supporting_evidence
+    assert result.passage(evidence.passage_id).metadata == {"source": "kb/p1"}
+    assert result.passage("p3").text == cf.PASSAGES[2].text
+    assert "passages" not in result.report()
+
+
+def test_audit_results_carry_each_passage_text_and_metadata(store: SqlStore) -> None:
+    from tests import audit_fixtures as af
+
+    docs = [{"text": p.text, "page": n} for n, p in enumerate(af.PASSAGES, 1)]  # ids by position
+    judge = ScriptedJudge([af.reply(af.supported(), af.inferred(), af.contradicted())])
+    result = evidex.audit(af.ANSWER, docs, question=af.QUESTION, judge=judge, store=store)
+    [cited] = result.claims[0].supporting_context_ids
+    assert result.passage(cited).text == af.PASSAGES[0].text
+    assert result.passage(cited).metadata == {"page": 1}
+    assert [p.passage_id for p in result.passages] == ["passage-1", "passage-2", "passage-3"]
+    assert "passages" not in result.report()

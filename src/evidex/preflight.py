@@ -27,6 +27,7 @@ __all__ = [
     "Prepared",
     "coerce_passages",
     "passage_fields",
+    "passage_of",
     "prepare_passages",
     "require_text",
     "truncate_to_tokens",
@@ -130,6 +131,14 @@ def passage_fields(item: Mapping[str, Any]) -> dict[str, Any]:
     elif extra or given:
         data["metadata"] = {**extra, **(given or {})}
     return data
+
+
+def passage_of(passages: Iterable[Passage], passage_id: str) -> Passage:
+    """The passage with ``passage_id`` among ``passages`` (a result's inputs), else KeyError."""
+    for passage in passages:
+        if passage.passage_id == passage_id:
+            return passage
+    raise KeyError(passage_id)
 
 
 @dataclass

@@ -38,7 +38,7 @@ from evidex.jobs._audit_policy import (
 from evidex.jobs._audit_stages import Stages, UnauditedSpan, given_claims
 from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import coerce_passages, prepare_passages, require_text
+from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.audit import (
     AuditStep,
     AuditSummary,
@@ -133,6 +133,12 @@ class AuditResult(JobResult):
     unaudited: list[UnauditedSpan] = Field(default_factory=list)
     alert: BaselineAlert | None = None
     review_item_ids: list[int] = Field(default_factory=list)
+    passages: list[Passage] = Field(default_factory=list, repr=False, exclude=True)
+    """The passages as given (text, title, url, metadata), in input order; not serialised."""
+
+    def passage(self, passage_id: str) -> Passage:
+        """The passage behind ``passage_id`` (a claim's ``supporting_context_ids``), as given."""
+        return passage_of(self.passages, passage_id)
 
     def report(self) -> dict[str, Any]:
         """The spec's output schema (answer_id, claims, summary) plus decision and provenance."""
@@ -149,6 +155,8 @@ class Prepared:
     fit: Fit
     segments: tuple[SegmentBatch, ...]
     claims: tuple[ClaimSpan, ...] | None
+    given: tuple[Passage, ...] = ()
+    """The passages as the caller gave them, before preflight."""
 
 
 @dataclass(frozen=True)
@@ -202,6 +210,7 @@ class AuditSpec:
         answer_id = item.answer_id or "answer-1"
         given = item.claims is not None
         passages = coerce_passages(item.passages)
+        originals = tuple(passages)
         events: list[Event] = []
         if not passages:
             events.append(
@@ -234,7 +243,7 @@ class AuditSpec:
         claims = None if item.claims is None else tuple(given_claims(item.answer, item.claims))
         return Plan(
             query=item.question or item.answer,
-            data=Prepared(answer_id, item, fitted, fit, segments, claims),
+            data=Prepared(answer_id, item, fitted, fit, segments, claims, originals),
             risk=self.risk.value,
             events=tuple(events),
             id=answer_id,
@@ -332,6 +341,7 @@ class AuditSpec:
             unaudited=graded.unaudited,
             alert=alert,
             events=graded.events,
+            passages=list(plan.data.given),
             **run.provenance(_prompt_version(graded.mode)),
             **run.totals(routed),
         )

@@ -32,7 +32,7 @@ from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import coerce_passages, prepare_passages, require_text
+from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.classify import (
     ClassifyBatch,
     ClassifyExample,
@@ -123,6 +123,12 @@ class ClassifyResult(JobResult):
         default_factory=dict, description="removed passage id → the kept id with the same text"
     )
     dropped: list[str] = Field(default_factory=list, description="left out to fit the budget")
+    passages: list[Passage] = Field(default_factory=list, repr=False, exclude=True)
+    """The passages as given (text, title, url, metadata), in input order; not serialised."""
+
+    def passage(self, passage_id: str) -> Passage:
+        """The passage behind ``passage_id`` (an evidence quote's), as given."""
+        return passage_of(self.passages, passage_id)
 
     @property
     def labels(self) -> list[str]:
@@ -144,6 +150,8 @@ class Prepared:
     batch: ClassifyBatch
     duplicates: Mapping[str, str]
     dropped: tuple[str, ...]
+    given: tuple[Passage, ...] = ()
+    """The passages as the caller gave them, before preflight."""
 
 
 @dataclass(frozen=True)
@@ -227,7 +235,7 @@ class ClassifySpec:
         risk = self.template.risk
         return Plan(
             query=item.input,
-            data=Prepared(batch, prepared.duplicates, dropped),
+            data=Prepared(batch, prepared.duplicates, dropped, tuple(items)),
             risk=risk.value,
             events=(*prepared.events, *dropped_events),
             review_fallback=self.route and risk is not RiskLevel.LOW,
@@ -261,6 +269,7 @@ class ClassifySpec:
             passage_ids=[p.passage_id for p in batch.passages],
             duplicates=dict(plan.data.duplicates),
             dropped=list(plan.data.dropped),
+            passages=list(plan.data.given),
             events=list(plan.events),
             **run.provenance(ClassifyStep.template.version),
         )

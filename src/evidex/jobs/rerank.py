@@ -34,7 +34,13 @@ from evidex.jobs._rank_algos import kendall_tau_distance
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
-from evidex.preflight import Prepared, coerce_passages, prepare_passages, require_text
+from evidex.preflight import (
+    Prepared,
+    coerce_passages,
+    passage_of,
+    prepare_passages,
+    require_text,
+)
 from evidex.tasks.rerank import STRATEGIES, RankedPassage
 from evidex.types import Event, Passage, PassageLike, Source
 
@@ -136,10 +142,7 @@ class RerankResult(JobResult):
 
     def passage(self, passage_id: str) -> Passage:
         """The candidate behind ``passage_id``, with its text and metadata as given."""
-        for p in self.passages:
-            if p.passage_id == passage_id:
-                return p
-        raise KeyError(passage_id)
+        return passage_of(self.passages, passage_id)
 
     def ids(self) -> list[str]:
         return [r.passage_id for r in self.ranked_passages]

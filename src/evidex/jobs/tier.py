@@ -22,7 +22,13 @@ from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
 from evidex.jobs._common import QueryInput, RunOptions, harness_for, job_options, sync_of
 from evidex.judging import Judge
-from evidex.preflight import Prepared, coerce_passages, prepare_passages, require_text
+from evidex.preflight import (
+    Prepared,
+    coerce_passages,
+    passage_of,
+    prepare_passages,
+    require_text,
+)
 from evidex.tasks.tier import (
     DEFAULT_EXAMPLES,
     TierAssignment,
@@ -104,10 +110,7 @@ class TierResult(JobResult):
 
     def passage(self, passage_id: str) -> Passage:
         """The input passage behind ``passage_id``, with its text and metadata as given."""
-        for p in self.passages:
-            if p.passage_id == passage_id:
-                return p
-        raise KeyError(passage_id)
+        return passage_of(self.passages, passage_id)
 
     def report(self) -> dict[str, Any]:
         """The spec's output schema plus provenance, for JSON output (no passage texts)."""
