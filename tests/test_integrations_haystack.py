@@ -80,6 +80,7 @@ def test_both_run_in_a_pipeline_after_a_retriever() -> None:
     )
     [best] = result["rank"]["documents"]
     assert best.meta["evidex"]["job"] == "rerank" and best.meta["source"].startswith("kb/")
+    assert best.meta["evidex"]["tier"] in ("directly-supporting", "contextually-relevant")
 
 
 def test_run_async_grades_like_run() -> None:
@@ -104,3 +105,14 @@ def test_no_documents_no_judge_call() -> None:
 
 def test_without_haystack_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_missing_extra(monkeypatch, "evidex.integrations.haystack", "haystack")
+
+
+def test_a_pipeline_with_them_serialises_and_loads_back() -> None:
+    pipeline = Pipeline()
+    pipeline.add_component("tiers", EvidexTierFilter(policy="strict", store="sqlite://"))
+    pipeline.add_component("rank", EvidexRanker(top_k=2, judge="local:minilm", store="sqlite://"))
+    pipeline.connect("tiers.documents", "rank.documents")
+    loaded = Pipeline.loads(pipeline.dumps(), allowed_modules=["evidex.integrations.haystack"])
+    rank = loaded.get_component("rank")
+    assert isinstance(rank, EvidexRanker) and (rank.top_k, rank.judge) == (2, "local:minilm")
+    assert loaded.get_component("tiers").policy == "strict"  # type: ignore[attr-defined]

@@ -131,3 +131,13 @@ def test_a_bad_job_is_refused() -> None:
 
 def test_without_langchain_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     assert_missing_extra(monkeypatch, "evidex.integrations.langchain", "langchain_core")
+
+
+def test_a_rerank_after_a_tier_step_keeps_the_tier_grades() -> None:
+    tier = EvidexCompressor(job="tier", judge=tier_judge(), store="sqlite://")
+    rerank = EvidexCompressor(top_k=1, judge=rank_judge(("passage-2",)), store="sqlite://")
+    [best] = rerank.compress_documents(tier.compress_documents(_docs(), QUERY), QUERY)
+    # the tier step kept texts 1, 0, 3 in that order; the ranker put its second first
+    assert best.page_content == TEXTS[0]
+    grades = best.metadata["evidex"]
+    assert (grades["job"], grades["rank"], grades["tier"]) == ("rerank", 1, "contextually-relevant")

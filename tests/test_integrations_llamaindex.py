@@ -47,6 +47,7 @@ def test_rerank_sets_the_score_and_keeps_the_nodes(store: SqlStore) -> None:
     assert [n.node.get_content() for n in out] == [TEXTS[1], TEXTS[3]]
     assert out[0].node.metadata["source"] == "kb/doc1.md"
     assert out[0].node.metadata["evidex"]["rank"] == 1
+    assert out[0].node.metadata["evidex"]["retrieval_score"] == 0.5  # the retriever's, kept
     assert out[0].node.metadata["evidex"]["justification"].startswith("It says Most adults")
     # the grades are not part of what the LLM or the embedder reads
     assert "evidex" not in out[0].node.get_content(metadata_mode=MetadataMode.LLM)

@@ -45,6 +45,14 @@ class Grade:
     score: float | None
     grades: dict[str, Any]
 
+    def onto(self, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """A copy of a document's ``metadata`` with these grades under :data:`GRADES_KEY`. The
+        grades of an earlier evidex step (a tier filter before a ranker) are kept where this
+        step has no key of the same name, so ``tier`` and ``snippet`` survive a rerank."""
+        earlier = metadata.get(GRADES_KEY)
+        kept = dict(earlier) if isinstance(earlier, Mapping) else {}
+        return {**metadata, GRADES_KEY: {**kept, **self.grades}}
+
 
 @dataclass(frozen=True)
 class Grading:

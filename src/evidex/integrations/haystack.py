@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.integrations._core import GRADES_KEY, Grade, Grading, require
+from evidex.integrations._core import Grade, Grading, require
 
 require("haystack", "evidex.integrations.haystack", "haystack")
 
@@ -35,8 +35,7 @@ def _graded(documents: Sequence[Document], grades: Sequence[Grade]) -> list[Docu
     out = []
     for grade in grades:
         doc = documents[grade.index]
-        meta = {**doc.meta, GRADES_KEY: grade.grades}
-        out.append(dataclasses.replace(doc, meta=meta, score=grade.score))
+        out.append(dataclasses.replace(doc, meta=grade.onto(doc.meta), score=grade.score))
     return out
 
 

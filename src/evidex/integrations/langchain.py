@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from evidex.integrations._core import GRADES_KEY, Grade, Grading, require
+from evidex.integrations._core import Grade, Grading, require
 
 require("langchain_core", "evidex.integrations.langchain", "langchain")
 
@@ -74,6 +74,5 @@ def _graded(documents: Sequence[Document], grades: Sequence[Grade]) -> list[Docu
     out = []
     for grade in grades:
         doc = documents[grade.index]
-        metadata = {**doc.metadata, GRADES_KEY: grade.grades}
-        out.append(doc.model_copy(update={"metadata": metadata}, deep=False))
+        out.append(doc.model_copy(update={"metadata": grade.onto(doc.metadata)}, deep=False))
     return out

@@ -7,8 +7,9 @@ nodes (``pip install 'evidex[llamaindex]'``).
 Each node that comes back is a copy of the retrieved one (same id, text, relationships and
 metadata) whose ``NodeWithScore.score`` is evidex's: the judge's relevance score for rerank
 (None when the judge gave none), the tier as a number for tier (1.0 for the top tier, 0.0 for
-the last). The grades are under ``node.metadata["evidex"]``, a key left out of the text the
-LLM and the embedder see. The caller's nodes are never changed.
+the last). The grades are under ``node.metadata["evidex"]`` (with the retriever's score as
+``retrieval_score``), a key left out of the text the LLM and the embedder see. The caller's
+nodes are never changed.
 """
 
 from __future__ import annotations
@@ -81,8 +82,10 @@ def _graded(nodes: Sequence[NodeWithScore], grades: Sequence[Grade]) -> list[Nod
     out = []
     for grade in grades:
         node = nodes[grade.index].node
+        metadata = grade.onto(node.metadata)
+        metadata[GRADES_KEY]["retrieval_score"] = nodes[grade.index].score
         update = {
-            "metadata": {**node.metadata, GRADES_KEY: grade.grades},
+            "metadata": metadata,
             "excluded_llm_metadata_keys": _with_key(node.excluded_llm_metadata_keys),
             "excluded_embed_metadata_keys": _with_key(node.excluded_embed_metadata_keys),
         }
