@@ -17,6 +17,7 @@ from haystack import Document, Pipeline
 from haystack.components.retrievers.in_memory import InMemoryBM25Retriever
 from haystack.document_stores.in_memory import InMemoryDocumentStore
 
+from evidex.errors import InputError
 from evidex.integrations.haystack import EvidexRanker, EvidexTierFilter
 from evidex.store import SqlStore
 from tests.integration_fixtures import (
@@ -116,3 +117,10 @@ def test_a_pipeline_with_them_serialises_and_loads_back() -> None:
     rank = loaded.get_component("rank")
     assert isinstance(rank, EvidexRanker) and (rank.top_k, rank.judge) == (2, "local:minilm")
     assert loaded.get_component("tiers").policy == "strict"  # type: ignore[attr-defined]
+
+
+def test_a_top_k_below_one_is_refused() -> None:
+    with pytest.raises(ValueError, match="top_k"):
+        EvidexRanker(top_k=0)
+    with pytest.raises(InputError, match="top_k must be at least 1"):
+        EvidexRanker(judge=rank_judge(), store="sqlite://").run(QUERY, _docs(), top_k=0)

@@ -65,7 +65,7 @@ class EvidexRanker:
 
     def _grading(self, top_k: int | None) -> Grading:
         options = {"judge": self.judge, "store": self.store, **self.options}
-        return Grading("rerank", top_k or self.top_k, options=options)
+        return Grading("rerank", self.top_k if top_k is None else top_k, options=options)
 
     @component.output_types(documents=list[Document])
     def run(
