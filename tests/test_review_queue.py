@@ -560,10 +560,13 @@ def test_two_service_replicas_on_one_postgres_never_share_or_double_resolve(
                 out["won" if response.status_code == 200 else "lost"].append(item)
         return out
 
-    with serve_process(fresh_pg) as a, serve_process(fresh_pg) as b:
-        with concurrent.futures.ThreadPoolExecutor(2) as pool:
-            ana, ben = pool.map(claimer, (a, b), ("ana", "ben"))
-            assert sorted(ana + ben) == claim_ids and set(ana).isdisjoint(ben)
-            won_a, won_b = pool.map(resolver, (a, b), ("ana", "ben"))
+    with (
+        serve_process(fresh_pg) as a,
+        serve_process(fresh_pg) as b,
+        concurrent.futures.ThreadPoolExecutor(2) as pool,
+    ):
+        ana, ben = pool.map(claimer, (a, b), ("ana", "ben"))
+        assert sorted(ana + ben) == claim_ids and set(ana).isdisjoint(ben)
+        won_a, won_b = pool.map(resolver, (a, b), ("ana", "ben"))
     _assert_resolved_once(store, resolve_ids, won_a, won_b)
     store.close()
