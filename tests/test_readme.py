@@ -11,6 +11,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -46,7 +47,7 @@ def _first_block(marker: str) -> str:
 
 def test_tier_and_rerank_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = [b for b in _python_blocks() if "evidex.tier(" in b and "passages = [" in b]
-    blocks += [b for b in _python_blocks() if "evidex.rerank(" in b]
+    blocks += [b for b in _python_blocks() if "evidex.rerank(" in b and "grounding" not in b]
     blocks += [b for b in _python_blocks() if "evidex.tier_many(" in b]
     assert len(blocks) == 3
     namespace: dict[str, object] = {}
@@ -194,6 +195,39 @@ def test_the_classify_and_audit_snippets_run_as_written(
     assert "It also cures colds. unsupported False" in out
     steps = [r.step for judge in built for r in judge.requests]
     assert steps == ["classify", "audit.extract", "audit.classify"]
+
+
+def test_the_grounding_and_custom_prompt_snippets_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With the embedded judge, after the tier snippet that defines ``passages``."""
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
+    namespace: dict[str, object] = {}
+    for marker in ("passages = [", "check_grounding=True", "evidex.Prompt("):
+        exec(compile(_first_block(marker), "README.md", "exec"), namespace)
+    grounding = namespace["g"]
+    assert grounding.answered is True and grounding.supporting == ["p1"]  # type: ignore[attr-defined]
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[-2].startswith("True ['p1'] 1 of the top 2 passages directly support")
+    assert out[-1] == namespace["custom"].prompt_version  # type: ignore[attr-defined]
+    passages: Any = namespace["passages"]
+    default = evidex.tier("How much vitamin D do adults need?", passages)
+    assert out[-1] != default.prompt_version
+
+
+def test_the_custom_prompt_command_runs_as_written(tmp_path: Path) -> None:
+    [command] = [c for c in _cli_commands() if c.startswith("evidex tier --prompt examples/")]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    script = Path(sys.executable).with_name("evidex")
+    line = command.replace("evidex", shlex.quote(str(script)), 1)
+    env = {**os.environ, "EVIDEX_DB": str(tmp_path / "evidex.db")}
+    done = subprocess.run(
+        ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    from evidex.tasks.tier import TIER_TEMPLATE
+
+    assert json.loads(done.stdout)["prompt_version"] != TIER_TEMPLATE.version
 
 
 def test_the_pipeline_snippets_run_as_written(capsys: pytest.CaptureFixture[str]) -> None:

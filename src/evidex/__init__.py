@@ -52,6 +52,7 @@ from evidex.jobs.classify import (
 )
 from evidex.jobs.consistency import ConsistencyReport, aconsistency_check, consistency_check
 from evidex.jobs.rerank import (
+    Grounding,
     RankedPassage,
     RerankInput,
     RerankMetrics,
@@ -77,8 +78,9 @@ from evidex.jobs.tier import (
 from evidex.judges import get_judge
 from evidex.judges.scoring import Scorer
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
-from evidex.loaders import load_classify_examples, load_examples
+from evidex.loaders import load_classify_examples, load_examples, load_prompt
 from evidex.store import SqlStore, open_store
+from evidex.tasks.custom import Prompt
 from evidex.taxonomy import LabelDefinition, Taxonomy
 from evidex.types import (
     DEFAULT_TIERS,
@@ -110,6 +112,7 @@ __all__ = [
     "Event",
     "Evidence",
     "EvidexError",
+    "Grounding",
     "HarnessSettings",
     "Hooks",
     "InputError",
@@ -125,6 +128,7 @@ __all__ = [
     "MissingExtraError",
     "Passage",
     "PassageLike",
+    "Prompt",
     "RankedPassage",
     "RerankInput",
     "RerankMetrics",
@@ -167,6 +171,7 @@ __all__ = [
     "get_judge",
     "load_classify_examples",
     "load_examples",
+    "load_prompt",
     "metrics",
     "open_store",
     "rerank",

@@ -12,8 +12,12 @@ The file is TOML, at ``EVIDEX_CONFIG`` or ``config.toml`` in the user config dir
     [openai]
     base_urls = ["http://gpu1:8000/v1", "http://gpu2:8000/v1"]   # or base_url = "..."
 
+    [prompts]                      # your own wording of a job's prompt, a file per job
+    tier = "/etc/evidex/tier-prompt.txt"
+
 Environment variables: ``EVIDEX_DB``, ``EVIDEX_TIMEOUT_S``, ``EVIDEX_MAX_CONCURRENCY``,
-``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``), and the servers of ``openai:``
+``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``), ``EVIDEX_PROMPT_<JOB>`` (a
+prompt file), and the servers of ``openai:``
 judges: ``EVIDEX_OPENAI_BASE_URLS`` (comma-separated), else ``EVIDEX_OPENAI_BASE_URL``, else
 ``OPENAI_BASE_URL``. The servers are one setting: a layer that names any replaces the file's.
 An unknown key in the file is an error, not a silent default.
@@ -76,6 +80,11 @@ class Settings(BaseModel):
         }
     )
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
+    prompts: dict[str, str] = Field(
+        default_factory=dict,
+        description="job → prompt file used when a call gives no prompt of its own; the "
+        "service's only source of custom prompts",
+    )
 
 
 def _config_path() -> Path:
@@ -118,6 +127,13 @@ def _from_env() -> dict[str, Any]:
     }
     if judges:
         values["judges"] = judges
+    prompts = {
+        job: env[f"EVIDEX_PROMPT_{job.upper()}"]
+        for job in JOBS
+        if env.get(f"EVIDEX_PROMPT_{job.upper()}")
+    }
+    if prompts:
+        values["prompts"] = prompts
     several = [u.strip() for u in env.get("EVIDEX_OPENAI_BASE_URLS", "").split(",") if u.strip()]
     one = env.get("EVIDEX_OPENAI_BASE_URL") or env.get("OPENAI_BASE_URL")
     if several:
@@ -134,6 +150,7 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
     layers.append({k: v for k, v in overrides.items() if v is not None})
     merged: dict[str, Any] = {}
     judges = dict(defaults.judges)
+    prompts: dict[str, str] = {}
     servers = ("base_url", "base_urls")
     for layer in layers:
         for key, value in layer.items():
@@ -142,16 +159,16 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
                 if set(value) & set(servers):  # the servers are one setting
                     known = {k: v for k, v in known.items() if k not in servers}
                 merged["openai"] = known | value
-            elif key == "judges" and isinstance(value, dict):
+            elif key in ("judges", "prompts") and isinstance(value, dict):
                 unknown = set(value) - set(JOBS)
                 if unknown:
                     raise ConfigError(
-                        f"unknown job(s) in judges: {sorted(unknown)}; jobs are {list(JOBS)}"
+                        f"unknown job(s) in {key}: {sorted(unknown)}; jobs are {list(JOBS)}"
                     )
-                judges.update(value)
+                (judges if key == "judges" else prompts).update(value)
             else:
                 merged[key] = value
     try:
-        return Settings(**merged, judges=judges)
+        return Settings(**merged, judges=judges, prompts=prompts)
     except ValidationError as exc:
         raise ConfigError(f"invalid settings: {exc}") from exc

@@ -27,6 +27,7 @@ __all__ = [
     "OnContradiction",
     "OnContradictionOpt",
     "OutputOpt",
+    "PromptOpt",
     "RiskOpt",
     "VerboseOpt",
     "batch_option",
@@ -149,6 +150,18 @@ DbOpt = Annotated[
         metavar="URL",
         help="Store for the audit log, cache and review queue: sqlite:///FILE or a PostgreSQL "
         "URL. Default: EVIDEX_DB, else evidex.db in the user data dir.",
+    ),
+]
+PromptOpt = Annotated[
+    Path | None,
+    unset_option(
+        "--prompt",
+        metavar="FILE",
+        dir_okay=False,
+        help="Your own wording of the job's prompt: a text file (the user message) or YAML with "
+        "user and system, using the spec's [PLACEHOLDERS]; a missing or unknown one is an "
+        "error naming the allowed ones. Default: EVIDEX_PROMPT_<JOB>, [prompts] in the config "
+        "file, else the built-in prompt.",
     ),
 ]
 RiskOpt = Annotated[

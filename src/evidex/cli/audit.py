@@ -26,6 +26,7 @@ from evidex.cli._options import (
     ModeOpt,
     OnContradiction,
     OnContradictionOpt,
+    PromptOpt,
     RiskOpt,
     batch_option,
     passages_option,
@@ -162,6 +163,7 @@ def audit_command(
         ),
     ] = 0.30,
     on_contradiction: OnContradictionOpt = OnContradiction.BLOCK,
+    prompt: PromptOpt = None,
 ) -> None:
     """Split a generated answer into verbatim claims and grade each against the passages.
 
@@ -180,6 +182,7 @@ def audit_command(
     except ValidationError as exc:
         raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
     with flags.job("audit") as run, progress(len(items), "answers") as on_progress:
+        run["prompt"] = prompt
         results = audit_many(
             items, mode=mode.value, risk=risk, policy=policy, on_progress=on_progress, **run
         )

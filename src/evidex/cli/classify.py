@@ -27,6 +27,7 @@ from evidex.cli._io import (
     run_flags,
 )
 from evidex.cli._options import (
+    PromptOpt,
     RiskOpt,
     batch_option,
     examples_option,
@@ -163,6 +164,7 @@ def classify_command(
             "passages (without the cache) and report label agreement and confidence spread.",
         ),
     ] = None,
+    prompt: PromptOpt = None,
 ) -> None:
     """Assign labels from a taxonomy to a text, each backed by quotes from the passages.
 
@@ -191,6 +193,7 @@ def classify_command(
         "multi_label": multi_label,
     }
     with flags.job("classify") as run:
+        run["prompt"] = prompt
         if consistency is not None:
             report = consistency_check(
                 items[0].input,

@@ -18,7 +18,7 @@ import typer
 
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import RunFlags, progress, read_passages, run_flags
-from evidex.cli._options import passages_option, query_option, unset_option
+from evidex.cli._options import PromptOpt, passages_option, query_option, unset_option
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.rerank import (
     DEFAULT_STEP,
@@ -180,6 +180,15 @@ def rerank_command(
         Path | None,
         unset_option("--queries", metavar="queries.tsv", help="Batch form: `qid<TAB>query` lines."),
     ] = None,
+    check_grounding: Annotated[
+        bool,
+        typer.Option(
+            "--check-grounding",
+            help="After ranking, check that the top-k together answer the query (the tier "
+            "prompt on the top-k); a query they do not answer gets a review item.",
+        ),
+    ] = False,
+    prompt: PromptOpt = None,
 ) -> None:
     """Rerank candidate passages by relevance, with a justification per position.
 
@@ -207,6 +216,8 @@ def rerank_command(
                 top_n=top_n,
                 window=window,
                 step=step,
+                check_grounding=check_grounding,
+                prompt=prompt,
                 **job,
             )
 
@@ -277,5 +288,13 @@ def _warn_fallback(results: Sequence[RerankResult]) -> None:
             f"[yellow]warning:[/] {len(fell)} ranking(s) fell back to retrieval order "
             f"({fell[0].reason}); review items {', '.join(map(str, ids))}. "
             f"See: evidex log --run {fell[0].run_id}",
+            highlight=False,
+        )
+    ungrounded = [r for r in results if r.grounding is not None and not r.grounding.answered]
+    if ungrounded:
+        err_console.print(
+            f"[yellow]warning:[/] the top-k of {len(ungrounded)} query(ies) do not answer it "
+            f"({ungrounded[0].grounding.reason}); routed to review. "  # type: ignore[union-attr]
+            f"See: evidex review list --job rerank",
             highlight=False,
         )

@@ -22,6 +22,7 @@ from evidex.cli._io import (
     run_flags,
 )
 from evidex.cli._options import (
+    PromptOpt,
     RiskOpt,
     examples_option,
     passages_option,
@@ -62,6 +63,7 @@ def run_tier(
     examples: Sequence[TierExample] | None = None,
     risk: RiskLevel = RiskLevel.LOW,
     batch_size: int = DEFAULT_BATCH,
+    prompt: Path | None = None,
 ) -> TierResult:
     """Run the tier job for a command: build the judge, show progress, close the judge after.
 
@@ -83,6 +85,7 @@ def run_tier(
             risk=risk,
             batch_size=batch_size,
             on_progress=on_progress,
+            prompt=prompt,
         )
 
 
@@ -150,6 +153,7 @@ def tier_command(
             help=f"Token budget of the selected context (with --policy; default {DEFAULT_BUDGET}).",
         ),
     ] = None,
+    prompt: PromptOpt = None,
 ) -> None:
     """Grade passages into relevance tiers, with a justification and a verbatim snippet.
 
@@ -177,6 +181,7 @@ def tier_command(
             examples=shots,
             risk=risk,
             batch_size=batch_size,
+            prompt=prompt,
         )
     report: dict[str, Any] = result.report()
     if policy is not None:

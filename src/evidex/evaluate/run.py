@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evidex._text import sha256_hex, stable_json
+from evidex.config import load_settings
 from evidex.errors import InputError
 from evidex.evaluate._util import jsonable
 from evidex.evaluate.calibration import check_calibration
@@ -32,6 +33,7 @@ from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge, resolve_store, sync_of
 from evidex.judging import Judge
+from evidex.loaders import load_prompt
 
 __all__ = [
     "PROGRESS_FILE",
@@ -120,7 +122,7 @@ async def aevaluate(
     evaluator, records = load_records(job, golden, options, sample=sample)
     the_judge = resolve_judge(judge, job, **dict(judge_options or {}))
     the_store = resolve_store(store)
-    prompt_version = evaluator.prompt_version
+    prompt_version = _with_configured_prompt(job, evaluator.prompt_version)
 
     groups: dict[str, list[Any]] = {}
     for record in records:
@@ -293,3 +295,14 @@ def _write_rows(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
     with path.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def _with_configured_prompt(job: str, version: str) -> str:
+    """The run's prompt version: the built-in prompts' ``version``, joined with the text of the
+    job's configured prompt file when there is one (the job runs with it), so a report, its
+    resume fingerprint and a calibration made from it follow the user's wording."""
+    path = load_settings().prompts.get(job)
+    if path is None:
+        return version
+    prompt = load_prompt(path)
+    return sha256_hex(f"{version}\x1e{prompt.system}\x1e{prompt.user}")[:16]

@@ -1,6 +1,6 @@
 """Process-wide metrics fed by the harness hooks: judge calls by status, fallbacks, review
-items, cache hits, latency and tokens. The HTTP service exports them for Prometheus; library
-users read :func:`metrics` directly."""
+items, cache hits, latency, tokens and the rerank grounding check's outcomes. The HTTP service
+exports them for Prometheus; library users read :func:`metrics` directly."""
 
 from __future__ import annotations
 
@@ -11,7 +11,17 @@ from typing import Any
 
 from evidex.harness.events import AuditRecord
 
-__all__ = ["Metrics", "metrics"]
+__all__ = ["Metrics", "grounding_outcome", "metrics"]
+
+
+def grounding_outcome(record: AuditRecord) -> str | None:
+    """``answered``, ``not_answered`` or ``fallback`` for a rerank run's metrics note that
+    carries a grounding check; None for any other record."""
+    if record.step != "rerank_metrics" or record.detail.get("grounding_answered") is None:
+        return None
+    if record.detail.get("grounding_source") == "fallback":
+        return "fallback"
+    return "answered" if record.detail["grounding_answered"] else "not_answered"
 
 
 class Metrics:
@@ -20,6 +30,7 @@ class Metrics:
         self.records: Counter[tuple[str, str, str]] = Counter()
         self.tokens: Counter[tuple[str, str]] = Counter()
         self.latency_ms: dict[str, deque[float]] = {}
+        self.grounding: Counter[str] = Counter()
         self._window = window
         self._listeners: list[Any] = []
 
@@ -32,6 +43,9 @@ class Metrics:
                 self.latency_ms.setdefault(record.job, deque(maxlen=self._window)).append(
                     record.latency_ms
                 )
+            outcome = grounding_outcome(record)
+            if outcome is not None:
+                self.grounding[outcome] += 1
         for listener in self._listeners:
             listener(record)
 
@@ -50,6 +64,7 @@ class Metrics:
                 "latency_ms_median": {
                     j: round(median(v), 2) for j, v in sorted(self.latency_ms.items()) if v
                 },
+                "rerank_grounding": dict(sorted(self.grounding.items())),
             }
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from evidex.errors import ConfigError
 from evidex.harness.budget import retry_tokens, water_level
+from evidex.jobs._audit_stages import BUILTIN_PROMPTS, AuditPrompts
 from evidex.judging import Judge
 from evidex.tasks.audit import (
     AuditStep,
@@ -50,6 +51,7 @@ def fit_to_window(
     risk: RiskLevel,
     segment_tokens: int,
     claims_per_batch: int,
+    prompts: AuditPrompts = BUILTIN_PROMPTS,
 ) -> Fit:
     """Sizes that let every exchange and its retry fit ``judge.context_window``.
 
@@ -62,7 +64,9 @@ def fit_to_window(
     probe = tuple(Passage(passage_id=p.passage_id, text="x") for p in passages)
     segment, claims = segment_tokens, claims_per_batch
     while True:
-        free, answer_side_fits = _free(judge, probe, risk, extract, classify, segment, claims)
+        free, answer_side_fits = _free(
+            judge, probe, risk, extract, classify, segment, claims, prompts
+        )
         if answer_side_fits and sum(counts) <= free:
             break  # every passage fits whole
         if classify and claims > 1:
@@ -101,6 +105,7 @@ def _free(
     classify: bool,
     segment: int,
     claims: int,
+    prompts: AuditPrompts,
 ) -> tuple[int, bool]:
     """Tokens left for passage texts by the grading exchange, and whether the other exchanges
     (which carry no passages) fit at all."""
@@ -113,8 +118,8 @@ def _free(
         )
         grading = retry_tokens(
             judge,
-            ClassifyStep.template,
-            ClassifyStep().request(ClaimBatch(spans, probe, risk=risk)),
+            prompts.grading,
+            ClassifyStep(prompts.grading).request(ClaimBatch(spans, probe, risk=risk)),
         )
         other = (
             retry_tokens(judge, ExtractStep.template, ExtractStep().request(SegmentBatch(text, ())))
@@ -122,7 +127,8 @@ def _free(
             else 0
         )
         return window - grading, other <= window
+    one_pass = AuditStep(prompts.one_pass)
     grading = retry_tokens(
-        judge, AuditStep.template, AuditStep().request(SegmentBatch(text, probe, risk=risk))
+        judge, prompts.one_pass, one_pass.request(SegmentBatch(text, probe, risk=risk))
     )
     return window - grading, True

@@ -16,6 +16,8 @@ from evidex.errors import InputError
 from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
 from evidex.tasks.audit import (
+    CLASSIFY_TEMPLATE,
+    ONE_PASS_TEMPLATE,
     AuditStep,
     ClaimAudit,
     ClaimBatch,
@@ -24,13 +26,27 @@ from evidex.tasks.audit import (
     ExtractStep,
     SegmentBatch,
 )
+from evidex.tasks.base import PromptTemplate
 from evidex.tasks.spans import find_span
 from evidex.types import Event, Passage, RiskLevel
 
 if TYPE_CHECKING:
     from evidex.jobs.audit import AnswerInput
 
-__all__ = ["Stages", "UnauditedSpan", "given_claims"]
+__all__ = ["BUILTIN_PROMPTS", "AuditPrompts", "Stages", "UnauditedSpan", "given_claims"]
+
+
+@dataclass(frozen=True)
+class AuditPrompts:
+    """The templates of the two grading steps: ``one_pass`` (extract and grade at once) and
+    ``grading`` (grade given or extracted claims). A custom prompt replaces the one its mode
+    grades with; claim extraction keeps the built-in wording."""
+
+    one_pass: PromptTemplate = ONE_PASS_TEMPLATE
+    grading: PromptTemplate = CLASSIFY_TEMPLATE
+
+
+BUILTIN_PROMPTS = AuditPrompts()
 
 
 class UnauditedSpan(BaseModel):
@@ -53,6 +69,7 @@ class Stages:
     passages: tuple[Passage, ...]
     claims_per_batch: int
     risk: RiskLevel
+    prompts: AuditPrompts = BUILTIN_PROMPTS
 
     async def classify(self, spans: list[ClaimSpan]) -> list[ClaimAudit]:
         """Grade claims in batches of ``claims_per_batch``."""
@@ -67,13 +84,14 @@ class Stages:
             )
             for i in range(0, len(spans), size)
         ]
-        return _with_source(await self.run.map(ClassifyStep(), batches, progress=False))
+        step = ClassifyStep(self.prompts.grading)
+        return _with_source(await self.run.map(step, batches, progress=False))
 
     async def one_pass(
         self, segments: Sequence[SegmentBatch], events: list[Event]
     ) -> tuple[list[ClaimAudit], list[UnauditedSpan]]:
         """Extract and grade at once; sentences the judge left out are graded on their own."""
-        found = await self.run.map(AuditStep(), segments, progress=False)
+        found = await self.run.map(AuditStep(self.prompts.one_pass), segments, progress=False)
         unaudited = _unaudited(segments, found)
         for outcome in found:
             for warning in outcome.value.warnings:

@@ -11,7 +11,9 @@ import asyncio
 import concurrent.futures
 import functools
 import logging
+import os
 from collections.abc import Callable, Coroutine, Mapping
+from pathlib import Path
 from typing import Any, ParamSpec, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict
@@ -22,11 +24,14 @@ from evidex.harness.job import Progress
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import Harness, HarnessSettings
 from evidex.judging import Judge
+from evidex.tasks.base import PromptTemplate
+from evidex.tasks.custom import BUILTIN_PROMPT, Prompt, custom_template
 
 __all__ = [
     "QueryInput",
     "RunOptions",
     "harness_for",
+    "prompt_template",
     "resolve_judge",
     "resolve_store",
     "run_sync",
@@ -62,7 +67,11 @@ class RunOptions(TypedDict, total=False):
     judge. ``store``: where the audit log, cache and review queue live (a store, a URL such as
     ``sqlite://`` for memory only, or None for ``EVIDEX_DB`` / the user data dir). ``settings``:
     timeouts, concurrency, cache use. ``hooks``: a bus whose subscribers see every audit record
-    of the run. ``on_progress``: ``(done, total)`` as the job advances.
+    of the run. ``on_progress``: ``(done, total)`` as the job advances. ``prompt``: your own
+    wording of the job's prompt, a :class:`~evidex.tasks.custom.Prompt` or the path of a prompt
+    file (default: the ``prompts`` setting of the job, else the built-in prompt;
+    ``BUILTIN_PROMPT``: the built-in one, the settings unread); unlike the
+    others it is part of the job's spec, since it changes what the judge is asked.
     """
 
     judge: Judge | str | None
@@ -70,14 +79,39 @@ class RunOptions(TypedDict, total=False):
     settings: HarnessSettings | None
     hooks: Hooks | None
     on_progress: Progress | None
+    prompt: Prompt | str | Path | None
 
 
-RUN_KEYS = frozenset(RunOptions.__annotations__)
+RUN_KEYS = frozenset(RunOptions.__annotations__) - {"prompt"}
 
 
 def job_options(options: Mapping[str, Any]) -> dict[str, Any]:
     """The job's own options out of all the keywords of a call."""
     return {k: v for k, v in options.items() if k not in RUN_KEYS}
+
+
+def prompt_template(job: str, step: str, builtin: PromptTemplate, given: Any) -> PromptTemplate:
+    """The template ``step`` of ``job`` runs with: ``given`` (a :class:`Prompt` or a prompt
+    file's path), else the job's configured prompt file (``prompts`` in the settings, which is
+    how the service gets one: a request never names a file), else ``builtin``. A custom prompt
+    is checked against the step's placeholders here, before any judge is called."""
+    if given is None:
+        from evidex.config import load_settings
+
+        given = load_settings().prompts.get(job)
+        if given is None:
+            return builtin
+    if given is BUILTIN_PROMPT:
+        return builtin
+    if isinstance(given, PromptTemplate):
+        return given
+    if isinstance(given, (str, os.PathLike)):
+        from evidex.loaders import load_prompt
+
+        given = load_prompt(os.fspath(given))
+    if not isinstance(given, Prompt):
+        raise ConfigError(f"prompt must be a Prompt or a prompt file's path, got {given!r}")
+    return custom_template(builtin, given, step)
 
 
 def resolve_judge(judge: Judge | str | None, job: str, **options: Any) -> Judge:

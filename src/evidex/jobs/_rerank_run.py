@@ -48,6 +48,8 @@ class StrategyRun:
     reasons: list[str] = field(default_factory=list)
     comparisons: int = 0
     ties: int = 0
+    template: PromptTemplate | None = None
+    """The strategy step's prompt (the caller's own wording); None: the built-in one."""
 
     @property
     def sources(self) -> list[Source]:
@@ -84,7 +86,7 @@ class StrategyRun:
 
     async def allpairs(self) -> None:
         batch = RerankBatch(self.query, tuple(self.passages), "allpairs")
-        outcome = await self.run.call(RerankStep(), batch)
+        outcome = await self.run.call(RerankStep(self.template), batch)
         self.record(outcome)
         self.placed = self.place(outcome.value, outcome)
         self._progress(1, 1)
@@ -102,7 +104,7 @@ class StrategyRun:
             chunk = order[start : start + window]
             batch = RerankBatch(self.query, tuple(by_id[r.passage_id] for r in chunk), "listwise")
             outcome = await self.run.call(
-                RerankStep(), batch, batch_id=f"{self.run.ctx.run_id}-w{index:03d}"
+                RerankStep(self.template), batch, batch_id=f"{self.run.ctx.run_id}-w{index:03d}"
             )
             self.record(outcome)
             order[start : start + window] = self.place(outcome.value, outcome)
@@ -114,7 +116,7 @@ class StrategyRun:
             ScoreBatch(self.query, tuple(self.passages[i : i + batch_size]))
             for i in range(0, len(self.passages), batch_size)
         ]
-        outcomes = await self.run.map(ScoreStep(), batches)
+        outcomes = await self.run.map(ScoreStep(self.template), batches)
         for outcome in outcomes:
             self.record(outcome)
         failed = [o for o in outcomes if o.source == "fallback"]
@@ -152,7 +154,7 @@ class StrategyRun:
         by_id = {p.passage_id: p for p in self.passages}
         position = {pid: i for i, pid in enumerate(by_id)}
         won: dict[str, str] = {}
-        step = PairStep()
+        step = PairStep(self.template)
         numbers = itertools.count()
         expected = max(1, len(by_id) - 1 + (min(top_k, len(by_id)) - 1) * len(by_id).bit_length())
 

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evidex.errors import InputError
+from evidex.errors import ConfigError, InputError
 from evidex.harness.job import JobResult, JobRun, Plan, Routed, verdict
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._audit_budget import Fit, fit_to_window
@@ -35,16 +35,22 @@ from evidex.jobs._audit_policy import (
     decide,
     read_baseline,
 )
-from evidex.jobs._audit_stages import Stages, UnauditedSpan, given_claims
-from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
+from evidex.jobs._audit_stages import (
+    BUILTIN_PROMPTS,
+    AuditPrompts,
+    Stages,
+    UnauditedSpan,
+    given_claims,
+)
+from evidex.jobs._common import RunOptions, harness_for, job_options, prompt_template, sync_of
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.audit import (
-    AuditStep,
+    CLASSIFY_TEMPLATE,
+    ONE_PASS_TEMPLATE,
     AuditSummary,
     ClaimAudit,
     ClaimSpan,
-    ClassifyStep,
     ExtractStep,
     SegmentBatch,
 )
@@ -181,6 +187,9 @@ class AuditSpec:
     baseline: Baseline | None = None
     segment_tokens: int = DEFAULT_SEGMENT_TOKENS
     claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH
+    prompts: AuditPrompts = BUILTIN_PROMPTS
+    """The grading steps' prompts: a custom prompt replaces the one-pass prompt in ``one-pass``
+    mode, the claim-grading prompt in ``two-pass`` mode."""
     job: str = "audit"
 
     @classmethod
@@ -195,7 +204,17 @@ class AuditSpec:
         if not 1 <= claims_per_batch <= 50:
             raise InputError(f"claims_per_batch must be between 1 and 50, got {claims_per_batch}")
         policy = options.get("policy") or AuditPolicy()
+        given = options.get("prompt")
+        if mode == "one-pass":
+            prompts = AuditPrompts(
+                one_pass=prompt_template("audit", "audit", ONE_PASS_TEMPLATE, given)
+            )
+        else:
+            prompts = AuditPrompts(
+                grading=prompt_template("audit", "audit.classify", CLASSIFY_TEMPLATE, given)
+            )
         return cls(
+            prompts=prompts,
             mode=str(mode),
             risk=RiskLevel(options.get("risk", RiskLevel.LOW)),
             policy=policy,
@@ -209,6 +228,11 @@ class AuditSpec:
         (an empty context is allowed: it supports nothing)."""
         answer_id = item.answer_id or "answer-1"
         given = item.claims is not None
+        if given and self.prompts.one_pass is not ONE_PASS_TEMPLATE:
+            raise ConfigError(
+                f"answer {answer_id!r} gives its claims, which the claim-grading prompt grades; "
+                "a one-pass audit prompt cannot: use mode='two-pass' with a claim-grading prompt"
+            )
         passages = coerce_passages(item.passages)
         originals = tuple(passages)
         events: list[Event] = []
@@ -227,6 +251,7 @@ class AuditSpec:
             risk=self.risk,
             segment_tokens=self.segment_tokens,
             claims_per_batch=self.claims_per_batch,
+            prompts=self.prompts,
         )
         events += fit.events
         if fit.passage_limit is not None:
@@ -251,7 +276,9 @@ class AuditSpec:
 
     async def execute(self, plan: Plan[Prepared], run: JobRun) -> Graded:
         data = plan.data
-        stages = Stages(run, data.item, data.passages, data.fit.claims_per_batch, self.risk)
+        stages = Stages(
+            run, data.item, data.passages, data.fit.claims_per_batch, self.risk, self.prompts
+        )
         events = list(plan.events)
         if data.claims is not None:
             claims = await stages.classify(list(data.claims))
@@ -342,7 +369,7 @@ class AuditSpec:
             alert=alert,
             events=graded.events,
             passages=list(plan.data.given),
-            **run.provenance(_prompt_version(graded.mode)),
+            **run.provenance(_prompt_version(graded.mode, self.prompts)),
             **run.totals(routed),
         )
 
@@ -434,7 +461,7 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where + ': ' if where else ''}{err['msg']}"
 
 
-def _prompt_version(mode: str) -> str:
+def _prompt_version(mode: str, prompts: AuditPrompts) -> str:
     if mode == "one-pass":
-        return AuditStep.template.version
-    return f"{ExtractStep.template.version}+{ClassifyStep.template.version}"
+        return prompts.one_pass.version
+    return f"{ExtractStep.template.version}+{prompts.grading.version}"

@@ -30,10 +30,12 @@ from evidex.errors import InputError
 from evidex.harness.budget import drop_to_budget, reply_reserve, retry_prompt_tokens
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import RunOptions, harness_for, job_options, sync_of
+from evidex.jobs._common import RunOptions, harness_for, job_options, prompt_template, sync_of
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
+from evidex.tasks.base import PromptTemplate
 from evidex.tasks.classify import (
+    CLASSIFY_TEMPLATE,
     ClassifyBatch,
     ClassifyExample,
     ClassifyStep,
@@ -163,6 +165,8 @@ class ClassifySpec:
     route: bool = True
     """Whether results are routed to review (a diagnostic such as the consistency check
     routes nothing; every call is still in the audit log)."""
+    prompt: PromptTemplate = CLASSIFY_TEMPLATE
+    """The classify step's prompt: the built-in one, or the caller's own wording."""
     job: str = "classify"
 
     @classmethod
@@ -197,7 +201,8 @@ class ClassifySpec:
             risk=risk,
             multi_label=bool(options.get("multi_label", False)),
         )
-        return cls(template=template)
+        prompt = prompt_template("classify", "classify", CLASSIFY_TEMPLATE, options.get("prompt"))
+        return cls(template=template, prompt=prompt)
 
     # ------------------------------------------------------------------ preflight
 
@@ -206,7 +211,7 @@ class ClassifySpec:
         where = None if item.id is None else f"item {item.id!r}"
         require_text(item.input, "the input text to classify", where=where)
         items = coerce_passages(item.passages, where=where)
-        step = ClassifyStep()
+        step = ClassifyStep(self.prompt)
         base = dataclasses.replace(self.template, input=item.input)
         reserve = reply_reserve(step.request(base))
         budget = judge.context_window - reserve
@@ -242,17 +247,16 @@ class ClassifySpec:
             id=item.id,
         )
 
-    @staticmethod
-    def prompt_tokens(judge: Judge, base: ClassifyBatch, passages: Sequence[Passage]) -> int:
+    def prompt_tokens(self, judge: Judge, base: ClassifyBatch, passages: Sequence[Passage]) -> int:
         """Prompt tokens of the retry with these passages (the replies are reserved apart)."""
         batch = dataclasses.replace(base, passages=tuple(passages))
-        return retry_prompt_tokens(judge, ClassifyStep.template, ClassifyStep().request(batch))
+        return retry_prompt_tokens(judge, self.prompt, ClassifyStep(self.prompt).request(batch))
 
     # ------------------------------------------------------------------ run and route
 
     async def execute(self, plan: Plan[Prepared], run: JobRun) -> ClassifyResult:
         batch = plan.data.batch
-        outcome = await run.call(ClassifyStep(), batch)
+        outcome = await run.call(ClassifyStep(self.prompt), batch)
         value = outcome.value
         return ClassifyResult(
             id=plan.id,
@@ -271,7 +275,7 @@ class ClassifySpec:
             dropped=list(plan.data.dropped),
             passages=list(plan.data.given),
             events=list(plan.events),
-            **run.provenance(ClassifyStep.template.version),
+            **run.provenance(self.prompt.version),
         )
 
     def reviews(

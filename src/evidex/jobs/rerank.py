@@ -27,10 +27,12 @@ from evidex.jobs._common import (
     RunOptions,
     harness_for,
     job_options,
+    prompt_template,
     resolve_judge,
     sync_of,
 )
 from evidex.jobs._rank_algos import kendall_tau_distance
+from evidex.jobs._rerank_grounding import Grounding, check_grounding
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
@@ -41,6 +43,7 @@ from evidex.preflight import (
     prepare_passages,
     require_text,
 )
+from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import STRATEGIES, RankedPassage
 from evidex.types import Event, Passage, PassageLike, Source
 
@@ -48,6 +51,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "Grounding",
     "RankedPassage",
     "RerankCall",
     "RerankInput",
@@ -73,7 +77,8 @@ class RerankOptions(TypedDict, total=False):
     ``strategy``: allpairs, listwise, pairwise or pointwise (default: pointwise for scoring
     judges such as ``local:minilm``, else allpairs); ``top_k``: the size of the strict top;
     ``top_n``: how many candidates (in retrieval order) are reranked; ``window`` and ``step``:
-    the listwise sliding window.
+    the listwise sliding window; ``check_grounding``: after ranking, check that the top-k
+    together answer the query (the tier prompt on the top-k; one that does not goes to review).
     """
 
     strategy: str | None
@@ -81,6 +86,7 @@ class RerankOptions(TypedDict, total=False):
     top_n: int
     window: int
     step: int
+    check_grounding: bool
 
 
 class RerankCall(RerankOptions, RunOptions, total=False):
@@ -113,6 +119,15 @@ class RerankMetrics(BaseModel):
     truncation_events: int = 0
     comparisons: int | None = Field(default=None, description="pairwise: distinct pairs compared")
     ties: int | None = Field(default=None, description="pairwise: inconsistent or failed pairs")
+    grounding_answered: bool | None = Field(
+        default=None, description="grounding check: whether the top-k answer the query"
+    )
+    grounding_supporting: int | None = Field(
+        default=None, description="grounding check: directly-supporting passages in the top-k"
+    )
+    grounding_source: Source | None = Field(
+        default=None, description="grounding check: judge, cache or fallback"
+    )
 
 
 class RerankResult(JobResult):
@@ -132,6 +147,9 @@ class RerankResult(JobResult):
     source: Source
     reason: str | None = None
     metrics: RerankMetrics
+    grounding: Grounding | None = Field(
+        default=None, description="the grounding check's verdict (with check_grounding)"
+    )
     review_item_ids: list[int] = Field(default_factory=list)
     passages: list[Passage] = Field(default_factory=list, repr=False, exclude=True)
     """The candidates as given (text, title, url, metadata), in input order; not serialised."""
@@ -175,6 +193,9 @@ class RerankSpec:
     step: int = DEFAULT_STEP
     scoring: bool = False
     """Pointwise with a scoring judge: every candidate in one call of its ``score``."""
+    check_grounding: bool = False
+    template: PromptTemplate | None = None
+    """The strategy step's prompt; None: the built-in one (:func:`template_of`)."""
     job: str = "rerank"
 
     @classmethod
@@ -197,7 +218,16 @@ class RerankSpec:
                 f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
             )
         scoring = strategy == "pointwise" and isinstance(judge, Scorer)
-        return cls(strategy, top_k, top_n, window, step, scoring)
+        builtin = template_of(strategy)
+        step_name = {"pairwise": "rerank.pair", "pointwise": "rerank.score"}.get(strategy, "rerank")
+        template = prompt_template("rerank", step_name, builtin, options.get("prompt"))
+        grounding = bool(options.get("check_grounding", False))
+        return cls(strategy, top_k, top_n, window, step, scoring, grounding, template)
+
+    @property
+    def prompt(self) -> PromptTemplate:
+        """The template the strategy's judge calls use."""
+        return self.template or template_of(self.strategy)
 
     def runner_judge(self, judge: Judge) -> Judge:
         """The judge the harness calls: a scoring judge answers the score step itself."""
@@ -217,7 +247,7 @@ class RerankSpec:
         events = [e for e in (judge.query_truncation(item.query), *deduped.events) if e]
         if tail:
             events.append(_cut_event(len(deduped.passages), self.top_n, tail))
-        template = template_of(self.strategy)
+        template = self.prompt
         fitted = prepare_passages(
             head,
             count_tokens=judge.count_tokens,
@@ -235,7 +265,7 @@ class RerankSpec:
 
     async def execute(self, plan: Plan[_Candidates], run: JobRun) -> RerankResult:
         data = plan.data
-        stages = StrategyRun(run, plan.query, data.head)
+        stages = StrategyRun(run, plan.query, data.head, template=self.template)
         if self.strategy == "pairwise":
             await stages.pairwise(self.top_k)
         elif self.strategy == "listwise":
@@ -255,6 +285,7 @@ class RerankSpec:
         flags = {} if self.scoring else flag(ranked, texts, events, run)
         source, reason = stages.verdict()
         head_ids = [p.passage_id for p in data.head]
+        grounding = await self._grounding(plan, ranked, run) if self.check_grounding else None
         usage = run.usage
         metrics = RerankMetrics(
             query=plan.query,
@@ -271,6 +302,9 @@ class RerankSpec:
             truncation_events=sum(1 for e in events if e.kind == "truncated"),
             comparisons=stages.comparisons if self.strategy == "pairwise" else None,
             ties=stages.ties if self.strategy == "pairwise" else None,
+            grounding_answered=grounding.answered if grounding else None,
+            grounding_supporting=len(grounding.supporting) if grounding else None,
+            grounding_source=grounding.source if grounding else None,
         )
         # the row carries the query's hash (as every audit-log row does), not its text
         logged = metrics.model_dump(exclude={"query"})
@@ -286,14 +320,42 @@ class RerankSpec:
             events=events,
             metrics=metrics,
             passages=data.items,
-            **run.provenance(template_of(self.strategy).version),
+            grounding=grounding,
+            **run.provenance(self.prompt.version),
         )
+
+    async def _grounding(
+        self, plan: Plan[_Candidates], ranked: Sequence[RankedPassage], run: JobRun
+    ) -> Grounding:
+        """The check on the top-k as ranked (each text once: the fitted text the ranking saw
+        where there is one), excluded passages and duplicates left out."""
+        texts = {p.passage_id: p for p in plan.data.items} | {
+            p.passage_id: p for p in plan.data.head
+        }
+        top = [
+            texts[r.passage_id]
+            for r in ranked[: self.top_k]
+            if not r.excluded and not r.duplicate_of
+        ]
+        return await check_grounding(run, plan.query, top)
 
     def reviews(
         self, plan: Plan[_Candidates], result: RerankResult, run: JobRun
     ) -> list[ReviewRequest]:
-        """A ranking that fell back has its review item from the harness; nothing else."""
-        return []
+        """A ranking that fell back has its review item from the harness; with the grounding
+        check, a query whose top-k does not answer it (or was not shown to) gets one too."""
+        g = result.grounding
+        if g is None or g.answered:
+            return []
+        return [
+            run.review_request(
+                f"grounding: the top {len(g.checked)} passages do not answer the query"
+                + (" (the check fell back)" if g.source == "fallback" else ""),
+                {"query": plan.query, "grounding": g.model_dump(mode="json")},
+                g.checked,
+                passages=plan.data.items,
+            )
+        ]
 
     def finish(
         self,

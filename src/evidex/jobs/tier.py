@@ -20,7 +20,14 @@ from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
-from evidex.jobs._common import QueryInput, RunOptions, harness_for, job_options, sync_of
+from evidex.jobs._common import (
+    QueryInput,
+    RunOptions,
+    harness_for,
+    job_options,
+    prompt_template,
+    sync_of,
+)
 from evidex.judging import Judge
 from evidex.preflight import (
     Prepared,
@@ -29,8 +36,10 @@ from evidex.preflight import (
     prepare_passages,
     require_text,
 )
+from evidex.tasks.base import PromptTemplate
 from evidex.tasks.tier import (
     DEFAULT_EXAMPLES,
+    TIER_TEMPLATE,
     TierAssignment,
     TierBatch,
     TierExample,
@@ -134,6 +143,8 @@ class TierSpec:
     risk: RiskLevel = RiskLevel.LOW
     batch_size: int = DEFAULT_BATCH
     review_sample_rate: float = 1.0
+    template: PromptTemplate = TIER_TEMPLATE
+    """The tier step's prompt: the built-in one, or the caller's own wording."""
     job: str = "tier"
 
     @classmethod
@@ -157,6 +168,7 @@ class TierSpec:
             risk=RiskLevel(options.get("risk", RiskLevel.LOW)),
             batch_size=batch_size,
             review_sample_rate=rate,
+            template=prompt_template("tier", "tier", TIER_TEMPLATE, options.get("prompt")),
         )
 
     def batch(self, query: str, passages: Sequence[Passage]) -> TierBatch:
@@ -165,7 +177,8 @@ class TierSpec:
     def plan(self, item: TierInput, judge: Judge) -> Plan[_Prepared]:
         query = require_text(item.query, "the query")
         items = coerce_passages(item.passages)
-        fixed = "".join(m.content for m in TierStep().request(self.batch(query, ())).messages)
+        probe = TierStep(self.template).request(self.batch(query, ()))
+        fixed = "".join(m.content for m in probe.messages)
         prepared = prepare_passages(
             items,
             count_tokens=judge.count_tokens,
@@ -185,7 +198,7 @@ class TierSpec:
         batches = [
             self.batch(plan.query, passages[i : i + size]) for i in range(0, len(passages), size)
         ]
-        outcomes = await run.map(TierStep(), batches)
+        outcomes = await run.map(TierStep(self.template), batches)
         by_id: dict[str, TierAssignment] = {}
         for outcome in outcomes:
             for a in outcome.value.classifications:
@@ -205,7 +218,7 @@ class TierSpec:
             scheme=self.scheme,
             passages=plan.data.items,
             events=[*plan.events, *run.events],
-            **run.provenance(TierStep.template.version),
+            **run.provenance(self.template.version),
         )
 
     def reviews(

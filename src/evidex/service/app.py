@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from evidex._version import __version__
 from evidex.config import load_settings
 from evidex.errors import EvidexError, ReviewConflict, RunError, UsageError
-from evidex.harness.metrics import metrics
+from evidex.harness.metrics import grounding_outcome, metrics
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge
 from evidex.judging import Judge
@@ -283,9 +283,13 @@ def create_app(
             raise HTTPException(status_code=422, detail="last must be within 1..10000")
         return the_store.audit_rows(last=last, run_id=run_id, job=job)
 
+    from evidex.loaders import load_prompt
     from evidex.service.jobs import register_job_routes
 
-    register_job_routes(app, the_store, judge_for, settings, dependencies=[client], limits=bounds)
+    prompts = {job: load_prompt(path) for job, path in configured.prompts.items()}
+    register_job_routes(
+        app, the_store, judge_for, settings, dependencies=[client], limits=bounds, prompts=prompts
+    )
 
     from evidex.service.ui import register_ui
 
@@ -327,9 +331,17 @@ def _mount_prometheus(app: FastAPI, anyone: Any) -> None:
         buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     )
     tokens = prom.Counter("evidex_tokens", "Judge tokens", ["job", "kind"], registry=registry)
+    grounding = prom.Counter(
+        "evidex_rerank_grounding",
+        "Rerank grounding checks by outcome (answered, not_answered, fallback)",
+        ["outcome"],
+        registry=registry,
+    )
 
     def forward(record: Any) -> None:
         records.labels(record.job, record.status).inc()
+        if (outcome := grounding_outcome(record)) is not None:
+            grounding.labels(outcome).inc()
         if record.latency_ms is not None:
             latency.labels(record.job).observe(record.latency_ms / 1000)
         if "queue_ms" in record.detail:

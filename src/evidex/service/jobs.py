@@ -10,7 +10,7 @@ judge output).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from fastapi import FastAPI
@@ -42,6 +42,7 @@ from evidex.service.guards import check_body
 from evidex.service.schemas import TierReport
 from evidex.store import SqlStore
 from evidex.tasks.classify import ClassifyExample
+from evidex.tasks.custom import BUILTIN_PROMPT, Prompt
 from evidex.tasks.tier import TierExample
 from evidex.types import Passage, RiskLevel, TierScheme
 
@@ -94,6 +95,9 @@ class RerankRequest(JobRequest):
     top_n: int = DEFAULT_TOP_N
     window: int = DEFAULT_WINDOW
     step: int = DEFAULT_STEP
+    check_grounding: bool = Field(
+        default=False, description="check that the top-k answer the query (review if not)"
+    )
     input_fields: ClassVar[frozenset[str]] = frozenset({"query", "passages"})
 
 
@@ -131,16 +135,24 @@ def register_job_routes(
     settings: HarnessSettings,
     dependencies: Sequence[Any] = (),
     limits: InputLimits | None = None,
+    prompts: Mapping[str, Prompt] | None = None,
 ) -> None:
     """Add the four job endpoints; ``dependencies`` guard each (the caller's role), ``limits``
-    bound what one request may carry."""
+    bound what one request may carry. ``prompts``: the server's own prompt per job, read at
+    start from its configuration; a request can never name a prompt file."""
     guard = list(dependencies)
     bounds = limits or InputLimits()
+    configured_prompts = dict(prompts or {})
 
     async def run(body: JobRequest, job: str) -> dict[str, Any]:
         # a walk over every text of a body of megabytes: off the event loop, like planning
         await asyncio.to_thread(check_body, body, bounds)
-        return {"judge": judge_for(body.judge, job), "store": store, "settings": settings}
+        return {
+            "judge": judge_for(body.judge, job),
+            "store": store,
+            "settings": settings,
+            "prompt": configured_prompts.get(job, BUILTIN_PROMPT),
+        }
 
     @app.post(
         "/tier", dependencies=guard, response_model=TierReport, response_model_exclude_unset=True

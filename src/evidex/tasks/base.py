@@ -153,6 +153,12 @@ class StepBase(Generic[B, V]):
         if missing and not cls.__name__.startswith("_"):
             raise TypeError(f"step {cls.__name__} does not declare {', '.join(missing)}")
 
+    def __init__(self, template: PromptTemplate | None = None) -> None:
+        """``template``: this step's prompt in place of the class's (a user's own wording, see
+        :mod:`evidex.tasks.custom`); its version goes into the cache key and the audit log."""
+        if template is not None:
+            self.template = template
+
 
 class Step(Protocol, Generic[B_contra, V]):
     """One kind of validated judge exchange. The harness runs it with retries and fallback."""

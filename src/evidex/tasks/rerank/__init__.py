@@ -10,6 +10,9 @@ Three pure exchanges, one per kind of judge request:
 - :class:`ScoreStep` (:mod:`.pointwise`) asks for one relevance score per passage (the
   ``pointwise`` strategy).
 
+The grounding check (:class:`GroundingStep`, :mod:`.grounding`) grades the top-k of a ranking
+with the tier prompt.
+
 Beside them: the prompt templates (:mod:`.prompts`), the values and batches (:mod:`.models`),
 the reply checks (:mod:`.checks`) and the justification flags (:mod:`.flags`). Orchestration
 (the cut to ``top_n``, windows, the comparison sort, metrics) is in :mod:`evidex.jobs.rerank`.
@@ -21,6 +24,7 @@ packages import the names below from here, not from the modules.
 """
 
 from evidex.tasks.rerank.flags import flag_event, justification_flag
+from evidex.tasks.rerank.grounding import GroundingStep
 from evidex.tasks.rerank.listwise import RerankStep
 from evidex.tasks.rerank.models import (
     STRATEGIES,
@@ -44,6 +48,7 @@ __all__ = [
     "SCORE_TEMPLATE",
     "STRATEGIES",
     "Exclusion",
+    "GroundingStep",
     "PairBatch",
     "PairStep",
     "PairVerdict",
