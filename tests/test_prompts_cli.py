@@ -88,3 +88,41 @@ def test_rerank_check_grounding_reports_and_warns(
     assert report["grounding"]["checked"] == ["p3", "p1"]
     assert len(report["review_item_ids"]) == 1
     assert squash("do not answer it") in squash(err) and squash("routed to review") in squash(err)
+
+
+def test_classify_and_audit_prompt_files_reach_the_judge(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    from tests import audit_fixtures as af
+    from tests import classify_fixtures as cf
+    from tests.test_classify_cli import LABELS_YAML
+
+    db = ["--db", f"sqlite:///{tmp_path / 'e.db'}"]
+    prompt = tmp_path / "classify.yaml"
+    prompt.write_text("system: Route tickets.\nuser: '[LABELS] [INPUT] [CONTEXT]'\n")
+    labels = tmp_path / "labels.yaml"
+    labels.write_text(LABELS_YAML)
+    passages = write_jsonl(tmp_path / "cp.jsonl", [p.model_dump() for p in cf.PASSAGES])
+    built = scripted(cf.reply())
+    code, _, err = run(
+        capsys, "classify", "--input", cf.INPUT, "--passages", str(passages),
+        "--labels", str(labels), "-j", "scripted", "--prompt", str(prompt), *db,
+    )  # fmt: skip
+    assert code == 0, err
+    assert built[-1].requests[0].messages[0].content == "Route tickets."
+    assert built[-1].requests[0].messages[1].content.startswith("- REFUND:")
+
+    answer = tmp_path / "answer.txt"
+    answer.write_text(af.FOUNDED)
+    context = write_jsonl(tmp_path / "ctx.jsonl", [p.model_dump() for p in af.PASSAGES])
+    audit_prompt = tmp_path / "audit.txt"
+    audit_prompt.write_text("Audit this. [ANSWER]\n[CONTEXT]\n")
+    built = scripted(af.reply(af.supported()))
+    code, _, err = run(
+        capsys, "audit", "--answer-file", str(answer), "--passages", str(context),
+        "-j", "scripted", "--prompt", str(audit_prompt), *db,
+    )  # fmt: skip
+    assert code == 0, err
+    assert built[-1].requests[0].messages[1].content.startswith("Audit this.")
