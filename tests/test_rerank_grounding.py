@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import pytest
+
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs.rerank import RerankResult, rerank
 from evidex.judging import JudgeRequest, TierPayload
@@ -134,3 +136,25 @@ def test_outcomes_are_counted_in_the_process_metrics(
     after = metrics().snapshot()["rerank_grounding"]
     for outcome in ("answered", "not_answered", "fallback"):
         assert after.get(outcome, 0) - before.get(outcome, 0) == 1, outcome
+
+
+def test_an_adapter_passes_the_option_and_shows_the_verdict(store: SqlStore) -> None:
+    """The LangChain compressor (the adapters share one core) takes check_grounding as a rerank
+    option; every kept document carries the query's verdict under metadata["evidex"]."""
+    pytest.importorskip("langchain_core", reason="pip install 'evidex[langchain]'")
+    from langchain_core.documents import Document
+
+    from evidex.integrations.langchain import EvidexCompressor
+
+    texts = ["Most adults need 600 IU of vitamin D a day.", "D-Day was in 1944.", "Sunlight."]
+    judge = ScriptedJudge(
+        [rank_reply(["passage-1"]), _tiers(**{"passage-1": "directly-supporting"})]
+    )
+    options = {"settings": FAST, "strategy": "allpairs", "check_grounding": True}
+    compressor = EvidexCompressor(top_k=2, judge=judge, store=store, options=options)
+    out = compressor.compress_documents([Document(page_content=t) for t in texts], QUERY)
+
+    verdicts = [d.metadata["evidex"]["grounding"] for d in out]
+    assert len(out) == 2 and all(v == verdicts[0] for v in verdicts)
+    assert verdicts[0]["answered"] is True and verdicts[0]["supporting"] == ["passage-1"]
+    assert len(judge.requests) == 2

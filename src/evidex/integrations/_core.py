@@ -113,6 +113,8 @@ def rerank_grades(result: RerankResult, top_k: int | None) -> list[Grade]:
                 "source": r.source,
                 "reason": r.reason or (result.reason if r.source == "fallback" else None),
                 "strategy": result.strategy,
+                # with check_grounding: whether the kept documents answer the query
+                **({"grounding": result.grounding.model_dump()} if result.grounding else {}),
             },
         )
         for r in kept
