@@ -15,16 +15,22 @@ The file is TOML, at ``EVIDEX_CONFIG`` or ``config.toml`` in the user config dir
     [prompts]                      # your own wording of a job's prompt, a file per job
     tier = "/etc/evidex/tier-prompt.txt"
 
+    [prices]   # per 1M tokens, keyed by judge spec (see evidex.pricing)
+    "openai:gpt-4o-mini" = { input = 0.15, output = 0.60 }
+
 Environment variables: ``EVIDEX_DB``, ``EVIDEX_TIMEOUT_S``, ``EVIDEX_MAX_CONCURRENCY``,
 ``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``), ``EVIDEX_PROMPT_<JOB>`` (a
 prompt file), and the servers of ``openai:``
 judges: ``EVIDEX_OPENAI_BASE_URLS`` (comma-separated), else ``EVIDEX_OPENAI_BASE_URL``, else
 ``OPENAI_BASE_URL``. The servers are one setting: a layer that names any replaces the file's.
+``EVIDEX_PRICES`` is a JSON object of prices (``{"openai:gpt-4o-mini": {"input": 0.15,
+"output": 0.6}}``); each layer's prices add to (or replace, model by model) the file's.
 An unknown key in the file is an error, not a silent default.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -33,6 +39,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evidex.errors import ConfigError
+from evidex.pricing import Price
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -84,6 +91,9 @@ class Settings(BaseModel):
         default_factory=dict,
         description="job → prompt file used when a call gives no prompt of its own; the "
         "service's only source of custom prompts",
+    )
+    prices: dict[str, Price] = Field(
+        default_factory=dict, description="judge spec → price per 1M tokens (evidex.pricing)"
     )
 
 
@@ -140,6 +150,11 @@ def _from_env() -> dict[str, Any]:
         values["openai"] = {"base_urls": several}
     elif one and one.strip():
         values["openai"] = {"base_url": one.strip()}
+    if env.get("EVIDEX_PRICES", "").strip():
+        try:
+            values["prices"] = json.loads(env["EVIDEX_PRICES"])
+        except ValueError as exc:
+            raise ConfigError(f"EVIDEX_PRICES is not a JSON object of prices: {exc}") from exc
     return values
 
 
@@ -159,6 +174,8 @@ def load_settings(path: str | Path | None = None, **overrides: Any) -> Settings:
                 if set(value) & set(servers):  # the servers are one setting
                     known = {k: v for k, v in known.items() if k not in servers}
                 merged["openai"] = known | value
+            elif key == "prices" and isinstance(value, dict):
+                merged["prices"] = {**merged.get("prices", {}), **value}
             elif key in ("judges", "prompts") and isinstance(value, dict):
                 unknown = set(value) - set(JOBS)
                 if unknown:

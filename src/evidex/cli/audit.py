@@ -32,6 +32,7 @@ from evidex.cli._options import (
     passages_option,
     unset_option,
 )
+from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
 from evidex.jobs import AuditPolicy
 from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
@@ -191,6 +192,7 @@ def audit_command(
     else:
         write_lines([json_line(r.report()) for r in results], flags.output)
     _tell(results)
+    report_spend(results)
 
 
 def _inputs(

@@ -35,6 +35,7 @@ from evidex.cli._options import (
     passages_option,
     unset_option,
 )
+from evidex.cli._spend import report_spend
 from evidex.errors import InputError, UsageError
 from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
 from evidex.jobs.consistency import consistency_check
@@ -213,3 +214,4 @@ def classify_command(
         lines = [json_line(r.report()) for r in results]
         write_lines(lines, flags.output, f"wrote {len(lines)} result(s) to {flags.output}")
     _warn(results)
+    report_spend(results)

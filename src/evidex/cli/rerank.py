@@ -19,6 +19,7 @@ import typer
 from evidex.cli._app import app, err_console, write_json, write_lines
 from evidex.cli._io import RunFlags, progress, read_passages, run_flags
 from evidex.cli._options import PromptOpt, passages_option, query_option, unset_option
+from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.rerank import (
     DEFAULT_STEP,
@@ -227,6 +228,7 @@ def rerank_command(
         result = one(query or "", items)
     write_json(result.report(limit=top_k), flags.output)
     _warn_fallback([result])
+    report_spend([result])
 
 
 def _batch(
@@ -277,6 +279,7 @@ def _batch(
         highlight=False,
     )
     _warn_fallback(results)
+    report_spend(results)
 
 
 def _warn_fallback(results: Sequence[RerankResult]) -> None:

@@ -30,6 +30,7 @@ from evidex.cli._options import (
     tiers_option,
     unset_option,
 )
+from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.select import select_context
 from evidex.jobs.tier import DEFAULT_BATCH, TierResult, tier
@@ -189,3 +190,4 @@ def tier_command(
         report["context"] = context.model_dump(mode="json")
     write_json(report, flags.output)
     report_fallbacks(result)
+    report_spend([result])

@@ -34,11 +34,15 @@ class HarnessSettings:
 
     @classmethod
     def from_config(cls, configured: Settings | None = None) -> HarnessSettings:
-        """Defaults with the configured ``timeout_s`` and ``max_concurrency`` (explicit
+        """Defaults with the configured ``timeout_s``, ``max_concurrency`` and ``prices`` (explicit
         argument > environment > config file; see :mod:`evidex.config`). A long-running caller
         (the HTTP service) passes the settings it loaded at start instead of re-reading them."""
         if configured is None:
             from evidex.config import load_settings
 
             configured = load_settings()
-        return cls(timeout_s=configured.timeout_s, max_concurrency=configured.max_concurrency)
+        return cls(
+            timeout_s=configured.timeout_s,
+            max_concurrency=configured.max_concurrency,
+            prices=configured.prices,
+        )

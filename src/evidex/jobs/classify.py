@@ -350,9 +350,7 @@ class ClassifySpec:
             RoutingDecision(review_item_id=r.item_id, reason=r.request.reason, label=r.label)
             for r in routed
         ]
-        return result.model_copy(
-            update={"review": decisions, "usage": run.usage, "judge_calls": run.calls}
-        )
+        return result.model_copy(update={"review": decisions, **run.spend()})
 
 
 def contested(assignment: LabelAssignment) -> bool:

@@ -31,6 +31,7 @@ from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge
 from evidex.judging import Judge
 from evidex.preflight import InputLimits
+from evidex.pricing import Price, estimate_cost
 from evidex.service.auth import AuthMode, Gate, Principal
 from evidex.service.guards import (
     BodyLimit,
@@ -49,6 +50,7 @@ from evidex.service.schemas import (
     ReviewItem,
 )
 from evidex.store import DEFAULT_LEASE_S, ROLES, SqlStore, open_store
+from evidex.types import Usage
 
 __all__ = ["LOOPBACK_HOSTS", "create_app"]
 
@@ -185,7 +187,7 @@ def create_app(
             response.headers.setdefault(name, value)
         return response
 
-    _mount_prometheus(app, anyone)
+    _mount_prometheus(app, anyone, settings.prices)
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=[anyone])
     async def openapi() -> JSONResponse:
@@ -297,8 +299,9 @@ def create_app(
     return app
 
 
-def _mount_prometheus(app: FastAPI, anyone: Any) -> None:
-    """Expose harness metrics at /metrics in the Prometheus text format."""
+def _mount_prometheus(app: FastAPI, anyone: Any, prices: Mapping[str, Price]) -> None:
+    """Expose harness metrics at /metrics in the Prometheus text format; ``prices``: the
+    configured price table, for the estimated cost of priced judges' tokens."""
     try:
         import prometheus_client as prom
     except ImportError:  # pragma: no cover - the service extra brings it
@@ -331,6 +334,13 @@ def _mount_prometheus(app: FastAPI, anyone: Any) -> None:
         buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     )
     tokens = prom.Counter("evidex_tokens", "Judge tokens", ["job", "kind"], registry=registry)
+    cost = prom.Counter(
+        "evidex_cost",
+        "Estimated judge cost at the configured prices, in their currency (priced judges only)",
+        ["job", "judge"],
+        registry=registry,
+    )
+
     grounding = prom.Counter(
         "evidex_rerank_grounding",
         "Rerank grounding checks by outcome (answered, not_answered, fallback)",
@@ -348,6 +358,10 @@ def _mount_prometheus(app: FastAPI, anyone: Any) -> None:
             queue.labels(record.job).observe(record.detail["queue_ms"] / 1000)
         tokens.labels(record.job, "prompt").inc(record.prompt_tokens)
         tokens.labels(record.job, "completion").inc(record.completion_tokens)
+        used = Usage(prompt_tokens=record.prompt_tokens, completion_tokens=record.completion_tokens)
+        spent = estimate_cost(prices, record.judge_id, used)
+        if spent is not None:
+            cost.labels(record.job, record.judge_id).inc(spent)
 
     metrics().add_listener(forward)
 
