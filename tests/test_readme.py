@@ -197,6 +197,55 @@ def test_the_classify_and_audit_snippets_run_as_written(
     assert steps == ["classify", "audit.extract", "audit.classify"]
 
 
+def test_the_tracing_snippet_prints_nested_spans_as_written(tmp_path: Path) -> None:
+    """Run in a fresh interpreter: the snippet sets the process's global tracer provider."""
+    pytest.importorskip("opentelemetry.sdk.trace")
+    code = _first_block("passages = [") + "\n" + _first_block("ConsoleSpanExporter")
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "EVIDEX_DB": str(tmp_path / "evidex.db")},
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    for name in ("evidex.job tier", "evidex.step tier", "score minilm"):
+        assert f'"name": "{name}"' in done.stdout, name
+    assert '"gen_ai.request.model": "minilm"' in done.stdout
+    assert '"evidex.cache_hit": false' in done.stdout
+
+
+def test_the_price_table_snippets_load_and_price_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The TOML table loads as the config file; the Python one prices a run (a scripted judge
+    stands in for ``openai:gpt-4o-mini``: 100 tokens in, 20 out)."""
+    from evidex.config import load_settings
+    from evidex.pricing import Price
+    from tests.scripted import tier_reply
+
+    [toml] = re.findall(r"```toml\n(.*?)```", README, re.DOTALL)
+    (tmp_path / "config.toml").write_text(toml)
+    monkeypatch.setenv("EVIDEX_CONFIG", str(tmp_path / "config.toml"))
+    assert load_settings().prices == {"openai:gpt-4o-mini": Price(input=0.15, output=0.60)}
+
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+
+    def factory(spec: str, **options: object) -> ScriptedJudge:
+        judge = ScriptedJudge([tier_reply])
+        judge.judge_id = spec
+        return judge
+
+    judges.register_judge("openai", factory)
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
+    namespace: dict[str, object] = {}
+    for marker in ("passages = [", "from evidex.pricing import Price"):
+        exec(compile(_first_block(marker), "README.md", "exec"), namespace)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last == f"1 1 100 {(100 * 0.15 + 20 * 0.60) / 1e6}"
+
+
 def test_the_grounding_and_custom_prompt_snippets_run_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
