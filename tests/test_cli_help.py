@@ -65,6 +65,7 @@ def test_help_shows_every_word_of_every_help_text(
         (["rerank"], "qid<TAB>query"),
         (["eval"], "EVIDEX_JUDGE_<JOB>"),
         (["bulk", "rerank"], "EVIDEX_JUDGE_<JOB>"),
+        (["classify"], "EVIDEX_PROMPT_<JOB>"),
     ],
 )
 def test_angle_brackets_survive_the_help(

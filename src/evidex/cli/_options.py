@@ -159,9 +159,9 @@ PromptOpt = Annotated[
         metavar="FILE",
         dir_okay=False,
         help="Your own wording of the job's prompt: a text file (the user message) or YAML with "
-        "user and system, using the spec's [PLACEHOLDERS]; a missing or unknown one is an "
-        "error naming the allowed ones. Default: EVIDEX_PROMPT_<JOB>, [prompts] in the config "
-        "file, else the built-in prompt.",
+        "user and system, using the spec's `[PLACEHOLDERS]`; a missing or unknown one is an "
+        "error naming the allowed ones. Default: `EVIDEX_PROMPT_<JOB>`, [prompts] in the "
+        "config file, else the built-in prompt.",
     ),
 ]
 RiskOpt = Annotated[
