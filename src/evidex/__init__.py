@@ -79,6 +79,7 @@ from evidex.judges import get_judge
 from evidex.judges.scoring import Scorer
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.loaders import load_classify_examples, load_examples, load_prompt
+from evidex.pricing import Price
 from evidex.store import SqlStore, open_store
 from evidex.tasks.custom import Prompt
 from evidex.taxonomy import LabelDefinition, Taxonomy
@@ -128,6 +129,7 @@ __all__ = [
     "MissingExtraError",
     "Passage",
     "PassageLike",
+    "Price",
     "Prompt",
     "RankedPassage",
     "RerankInput",
