@@ -211,3 +211,38 @@ def test_the_service_exports_the_cost_of_priced_judges(
     [line] = [x for x in text.splitlines() if x.startswith('evidex_cost_total{job="tier"')]
     assert 'judge="scripted"' in line
     assert float(line.split()[-1]) == pytest.approx(body["cost"])
+
+
+# --------------------------------------------------------------------------------- bulk
+
+
+def test_a_bulk_run_sums_attempts_and_cost_into_its_summary(tmp_path: Path) -> None:
+    from evidex.bulk import run_bulk
+
+    tasks = write_jsonl(
+        tmp_path / "in.jsonl",
+        [{"id": f"t{i}", "query": "q", "passages": [f"Passage {i} text."]} for i in range(3)],
+    )
+    judge = ScriptedJudge([_broken, tier_reply, tier_reply, tier_reply])
+    stats = run_bulk(
+        "tier",
+        tasks,
+        tmp_path / "out.jsonl",
+        judge=judge,
+        store=f"sqlite:///{tmp_path / 'bulk.db'}",
+        settings=_settings(prices=PRICED, max_concurrency=1),
+    )
+    assert (stats.done, stats.calls, stats.attempts, stats.unpriced) == (3, 4, 4, 0)
+    assert stats.cost == pytest.approx((400 * 0.15 + 80 * 0.60) / 1e6)
+    summary = stats.summary()
+    assert f"4 judge calls, 4 attempts, tokens 400+80, est. cost {stats.cost:.6f}" in summary
+
+    unpriced = run_bulk(
+        "tier",
+        tasks,
+        tmp_path / "out2.jsonl",
+        judge=ScriptedJudge([tier_reply] * 3),
+        store="sqlite://",
+        settings=_settings(),
+    )
+    assert unpriced.unpriced == 3 and "cost" not in unpriced.summary()

@@ -32,8 +32,13 @@ class BulkStats:
     fallbacks: int = 0
     """Results in which some judgment fell back (each has its review item)."""
     calls: int = 0
+    attempts: int = 0
     usage: Usage = field(default_factory=Usage)
     """Tokens of every attempt of every judge call of this run."""
+    cost: float = 0.0
+    """The estimated cost of this run's results whose judge is priced (see ``unpriced``)."""
+    unpriced: int = 0
+    """Results without a cost: their judge is not in the price table."""
     truncated_bytes: int = 0
     """Bytes of a torn last line cut from the output on start."""
     started: float = field(default_factory=time.monotonic)
@@ -55,15 +60,25 @@ class BulkStats:
         self.done += 1
         self.fallbacks += item.fallback
         self.calls += item.calls
+        self.attempts += item.attempts
         self.usage = self.usage + item.usage
+        if item.cost is None:
+            self.unpriced += 1
+        else:
+            self.cost += item.cost
 
     def summary(self) -> str:
         """One line: what this run did."""
         return (
             f"{self.done} done, {self.skipped} skipped as already done, {self.errors} errors, "
-            f"{self.fallbacks} fallbacks; {self.calls} judge calls, tokens "
-            f"{self.usage.prompt_tokens}+{self.usage.completion_tokens}, {self.elapsed_s:.1f} s"
+            f"{self.fallbacks} fallbacks; {self.calls} judge calls, {self.attempts} attempts, "
+            f"tokens {self.usage.prompt_tokens}+{self.usage.completion_tokens}"
+            f"{self._cost()}, {self.elapsed_s:.1f} s"
         )
+
+    def _cost(self) -> str:
+        """The estimated cost, when every result of the run was priced."""
+        return f", est. cost {self.cost:.6f}" if self.done and not self.unpriced else ""
 
 
 BulkProgress = Callable[[BulkStats], None]

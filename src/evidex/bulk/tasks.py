@@ -83,6 +83,9 @@ class Processed:
     calls: int = 0
     usage: Usage = field(default_factory=Usage)
     fallback: bool = False
+    attempts: int = 0
+    cost: float | None = None
+    """The result's estimated cost (None: its judge is not in the price table)."""
 
 
 def parse_line(text: str) -> dict[str, Any]:
@@ -237,6 +240,8 @@ class BulkJob:
             calls=result.judge_calls,
             usage=result.usage,
             fallback=fell_back(self.job, result),
+            attempts=result.attempts,
+            cost=result.cost,
         )
 
 
