@@ -36,7 +36,20 @@ ROOT = Path(__file__).resolve().parent.parent
 FAST = HarnessSettings(backoff_s=0.0)
 QUERY = "how much vitamin D do adults need?"
 
+
+class _WhileTesting(SimpleSpanProcessor):
+    """Exports only during a test that asked for spans: the global provider outlives it, and
+    the rest of the session should neither pay for the export nor fill the memory."""
+
+    active = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self.active:
+            super().on_end(span)
+
+
 _EXPORTER = InMemorySpanExporter()
+_PROCESSOR = _WhileTesting(_EXPORTER)
 
 
 @pytest.fixture
@@ -47,10 +60,12 @@ def spans() -> Iterator[InMemorySpanExporter]:
         provider = TracerProvider()
         trace.set_tracer_provider(provider)
     if not getattr(provider, "_evidex_test_exporter", False):
-        provider.add_span_processor(SimpleSpanProcessor(_EXPORTER))
+        provider.add_span_processor(_PROCESSOR)
         provider._evidex_test_exporter = True  # type: ignore[attr-defined]
     _EXPORTER.clear()
+    _PROCESSOR.active = True
     yield _EXPORTER
+    _PROCESSOR.active = False
     _EXPORTER.clear()
 
 
