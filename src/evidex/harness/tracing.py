@@ -227,8 +227,8 @@ def _observe(record: AuditRecord) -> None:
             "evidex.fallback",
             {
                 "evidex.attempts": record.attempt,
-                "evidex.review_item_id": record.detail.get("review_item_id") or -1,
                 "evidex.kept": len(record.detail.get("kept") or ()),
+                **_review_item(record),
                 **_errors(record),
             },
         )
@@ -240,10 +240,7 @@ def _observe(record: AuditRecord) -> None:
     elif record.status == "review":
         span.add_event(
             "evidex.review",
-            {
-                "evidex.review_item_id": record.detail.get("review_item_id") or -1,
-                "evidex.reason": str(record.detail.get("reason", "")),
-            },
+            {"evidex.reason": str(record.detail.get("reason", "")), **_review_item(record)},
         )
 
 
@@ -305,3 +302,10 @@ def _attempt_span(batch: _Batch, record: AuditRecord) -> None:
 
 def _errors(record: AuditRecord) -> dict[str, Any]:
     return {"evidex.errors": list(record.errors)} if record.errors else {}
+
+
+def _review_item(record: AuditRecord) -> dict[str, Any]:
+    """The review item a record opened, when it opened one (a fallback at low risk in
+    classify is a final answer and opens none)."""
+    item_id = record.detail.get("review_item_id")
+    return {} if item_id is None else {"evidex.review_item_id": int(item_id)}
