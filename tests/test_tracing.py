@@ -290,3 +290,15 @@ def test_without_opentelemetry_installed_nothing_is_imported_and_the_job_runs() 
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["1", "judge"]
+
+
+def test_a_preflight_note_is_an_event_of_the_job_span(
+    spans: InMemorySpanExporter, store: SqlStore, passages: list[Passage]
+) -> None:
+    twin = Passage(passage_id="twin", text=passages[0].text)
+    evidex.tier(
+        QUERY, [*passages, twin], judge=ScriptedJudge([tier_reply]), store=store, settings=FAST
+    )
+    [job] = _named(spans, "evidex.job")
+    kinds = [(e.attributes or {}).get("evidex.kind") for e in job.events if e.name == "evidex.note"]
+    assert "duplicates_removed" in kinds
