@@ -272,6 +272,20 @@ def test_cli_prints_each_section_and_writes_the_json_next_to_it(
     assert jobs == {"rerank", "tier", "audit", "classify"}
 
 
+def test_demo_writes_its_json_with_output_as_other_commands_and_json_file_still_works(
+    in_tmp: Path, capsys: pytest.CaptureFixture[str], scripted: Callable[..., list[ScriptedJudge]]
+) -> None:
+    scripted(*[as_author()] * 16)
+    code, out, err = run(capsys, "demo", "--judge", "scripted", "-o", "mine.json")
+    assert code == 0, err
+    assert "Full result: mine.json" in out and (in_tmp / "mine.json").exists()
+    code, out, err = run(capsys, "demo", "--judge", "scripted", "--json", "old.json")
+    assert code == 0, err
+    assert (in_tmp / "old.json").exists() and "--json FILE is deprecated; use --output" in err
+    code, out, _ = run(capsys, "demo", "--help")
+    assert "--output" in out and "--json" not in out
+
+
 def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], scripted: Callable[..., list[ScriptedJudge]]
 ) -> None:
@@ -320,7 +334,7 @@ def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
             "openai:fake-model",
             "--base-url",
             server.base_url,
-            "--json",
+            "-o",
             str(in_tmp / "out.json"),
         )
         requests = server.chat_requests

@@ -174,15 +174,32 @@ def test_golden_labels_outside_the_taxonomy_name_file_and_line(
     code, _, err = run_cli(
         capsys,
         *("eval", "classify", "--golden", str(golden), "-j", "scripted"),
-        *("--taxonomy", str(taxonomy), "-o", str(tmp_path / "r")),
+        *("--labels", str(taxonomy), "-o", str(tmp_path / "r")),
     )
     assert code == 2
     assert f"{golden}:2" in err and "unknown label 'NOT_ENOUGH_INFO'" in err
     # labels that are not SciFact's and no taxonomy: the judge would have no definitions
     other = write_golden(tmp_path / "o.jsonl", [{**GOLDEN[0], "labels": ["REFUND"]}])
     code, _, err = run_cli(capsys, "eval", "classify", "--golden", str(other), "-j", "scripted")
-    assert code == 2 and "--taxonomy FILE" in err
+    assert code == 2 and "--labels FILE" in err
     assert judge.requests == []
+
+
+def test_eval_takes_labels_as_classify_does_and_the_old_taxonomy_flag_still_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    use_judge(monkeypatch, ClassifyJudge())
+    taxonomy = tmp_path / "labels.yaml"
+    taxonomy.write_text("SUPPORT: It is shown true.\nCONTRADICT: It is shown false.\n")
+    golden = write_golden(tmp_path / "g.jsonl", [GOLDEN[2]])  # NOT_ENOUGH_INFO: not in it
+    args = ("eval", "classify", "--golden", str(golden), "-j", "scripted")
+    code, _, err = run_cli(capsys, *args, "--taxonomy", str(taxonomy))
+    assert code == 2 and "unknown label 'NOT_ENOUGH_INFO'" in err  # the file was read
+    assert "--taxonomy is deprecated; use --labels" in err
+    code, _, err = run_cli(capsys, *args, "--labels", str(taxonomy), "--taxonomy", str(taxonomy))
+    assert code == 2 and "give --labels only" in err
+    code, out, _ = run_cli(capsys, "eval", "--help")
+    assert "--labels" in out and "--taxonomy" not in out
 
 
 def test_empty_classify_golden_set_exits_2(

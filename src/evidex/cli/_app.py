@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 
 from evidex.errors import ConfigError, EvidexError, UsageError
 
@@ -117,6 +118,19 @@ def redact(text: str) -> str:
         if len(value) >= 6 and _SECRET_NAME.search(name) and value in text:
             text = text.replace(value, MASK)
     return _URL_PASSWORD.sub(rf"\1{MASK}@", text)
+
+
+def renamed(new: str, value: Any, old: str, old_value: Any) -> Any:
+    """The value of option ``new``, taking the value of its former spelling ``old`` (a hidden
+    option kept for scripts) with a deprecation note on stderr; both at once is an error."""
+    if old_value is None:
+        return value
+    if value is not None:
+        raise ConfigError(f"{old} is the old spelling of {new}: give {new} only")
+    err_console.print(
+        Text(f"warning: {old} is deprecated; use {new} (the same option)", style="yellow")
+    )
+    return old_value
 
 
 def writable_output(output: Path | None) -> Path | None:

@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 import typer
 
 import evidex
-from evidex.cli._app import app, err_console, write_json
+from evidex.cli._app import app, err_console, renamed, writable_output, write_json
 from evidex.cli._demo_types import (
     INSTALL_HINT,
     DemoClaim,
@@ -333,15 +333,22 @@ def demo_command(
             help=f"Token budget of the {DEMO_POLICY} context selection that the audit reads.",
         ),
     ] = DEMO_BUDGET,
-    json_file: Annotated[
-        Path,
+    output: Annotated[
+        Path | None,
         typer.Option(
-            "--json",
+            "--output",
+            "-o",
             metavar="FILE",
             dir_okay=False,
-            help="Where to write the full result as JSON.",
+            callback=writable_output,
+            show_default=False,
+            help=f"Where to write the full result as JSON (default: {DEMO_JSON}).",
         ),
-    ] = DEMO_JSON,
+    ] = None,
+    old_json: Annotated[
+        Path | None,
+        typer.Option("--json", metavar="FILE", hidden=True, help="The old --output."),
+    ] = None,
 ) -> None:
     """Run all four jobs on a bundled example, offline: rerank, tier, context, audit, classify.
 
@@ -352,6 +359,7 @@ def demo_command(
     shown next to the example author's labels. Without the llm extra the LLM steps are skipped
     with the command that installs it.
     """
+    json_file = renamed("--output", output, "--json FILE", old_json) or DEMO_JSON
     chosen = {
         job: spec
         for job, spec in {

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evidex.cli._app import app, err_console
+from evidex.cli._app import app, err_console, renamed
 from evidex.cli._io import RunFlags, judge_options, open_db, progress, run_flags
 from evidex.cli._options import DbOpt, job_option, tiers_option, unset_option
 from evidex.errors import ConfigError
@@ -147,10 +147,15 @@ def eval_command(
     taxonomy: Annotated[
         Path | None,
         unset_option(
-            "--taxonomy",
+            "--labels",
             metavar="FILE",
-            help="classify: label definitions (YAML/JSON); default SciFact's for its labels.",
+            help="classify: label definitions (YAML/JSON), as evidex classify --labels takes "
+            "them; default SciFact's for its labels.",
         ),
+    ] = None,
+    old_taxonomy: Annotated[
+        Path | None,
+        unset_option("--taxonomy", metavar="FILE", hidden=True, help="The old --labels."),
     ] = None,
     multi_label: Annotated[
         bool, typer.Option("--multi-label", help="classify: allow several labels per item.")
@@ -184,6 +189,7 @@ def eval_command(
     """Evaluate a job against a golden set (a JSONL file or a TREC DL, LLMJudge, WiCE or
     SciFact folder): its figures with intervals, confusion matrix, worst disagreements.
     Writes report.json, report.md and predictions.jsonl; resumable."""
+    taxonomy = renamed("--labels", taxonomy, "--taxonomy", old_taxonomy)
     options = _options(
         seed,
         tiers,

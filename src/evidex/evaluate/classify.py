@@ -8,7 +8,7 @@ against the gold rationale passages (micro and macro); the share of quotes in th
 replies that are word for word in the passage they name (measured before validation, which
 would otherwise reject them); and the fallbacks.
 
-Taxonomy: ``EvalOptions.extra["taxonomy"]`` (``evidex eval classify --taxonomy FILE``), else
+Taxonomy: ``EvalOptions.extra["taxonomy"]`` (``evidex eval classify --labels FILE``), else
 SciFact's when the golden labels are SciFact's (with its prompt constraints), else an error
 asking for one: a judge cannot classify by label names alone. An answer without labels
 (``unclassifiable``, or a fallback) counts as the taxonomy's abstain label when it has one
@@ -166,7 +166,7 @@ class ClassifyEvaluator(KeyedById):
         if taxonomy is None:
             raise ConfigError(
                 "the golden labels are not SciFact's, and a judge cannot classify by label "
-                "names alone: give the taxonomy with its definitions (--taxonomy FILE)"
+                "names alone: give the taxonomy with its definitions (--labels FILE)"
             )
         abstain = _abstain(taxonomy, options)
         audit_rows = getattr(store, "audit_rows", None)
