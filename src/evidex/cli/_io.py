@@ -460,9 +460,8 @@ def progress(total: int, label: str) -> Iterator[Callable[[int, int], None] | No
     """A progress bar on stderr for runs of more than one batch, as an ``on_progress`` callback.
 
     ``total`` is the expected number of batches; the callback's own total (known once preflight
-    has merged duplicates) replaces it. A single-batch run has nothing to count, but its call
-    may take minutes (``local:qwen`` on a CPU): it shows a spinner with the time elapsed
-    instead, cleared when the call returns, and yields ``None``.
+    has merged duplicates) replaces it. A single batch, whose call may take minutes (local:qwen
+    on a CPU), shows a spinner with the time elapsed instead (cleared after) and yields None.
     """
     if total <= 1:
         heartbeat = Progress(
