@@ -672,7 +672,7 @@ def test_read_passages_rejects_non_utf8(tmp_path: Path) -> None:
                 "--classify-judge",
                 "--base-url",
                 "--budget",
-                "--json",
+                "--output",
                 "--db",
                 "--verbose",
             ],
