@@ -130,20 +130,10 @@ def _from_env() -> dict[str, Any]:
     ):
         if env.get(name):
             values[key] = env[name]
-    judges = {
-        job: env[f"EVIDEX_JUDGE_{job.upper()}"]
-        for job in JOBS
-        if env.get(f"EVIDEX_JUDGE_{job.upper()}")
-    }
-    if judges:
-        values["judges"] = judges
-    prompts = {
-        job: env[f"EVIDEX_PROMPT_{job.upper()}"]
-        for job in JOBS
-        if env.get(f"EVIDEX_PROMPT_{job.upper()}")
-    }
-    if prompts:
-        values["prompts"] = prompts
+    for prefix, setting in (("EVIDEX_JUDGE_", "judges"), ("EVIDEX_PROMPT_", "prompts")):
+        per_job = {job: env[prefix + job.upper()] for job in JOBS if env.get(prefix + job.upper())}
+        if per_job:
+            values[setting] = per_job
     several = [u.strip() for u in env.get("EVIDEX_OPENAI_BASE_URLS", "").split(",") if u.strip()]
     one = env.get("EVIDEX_OPENAI_BASE_URL") or env.get("OPENAI_BASE_URL")
     if several:
