@@ -15,7 +15,6 @@ For a whole job (:meth:`Harness.run`, :meth:`Harness.run_many`): see :mod:`evide
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import json
 import random
 import time
@@ -39,12 +38,12 @@ from evidex.harness.job import (
 from evidex.harness.metrics import metrics
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
+from evidex.harness.routing import batch_passages, batch_vocabulary
 from evidex.harness.settings import HarnessSettings
 from evidex.harness.tracing import traced_call
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
-from evidex.taxonomy import Taxonomy
-from evidex.types import Passage, TierScheme, Usage
+from evidex.types import Usage
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
@@ -286,7 +285,10 @@ class Harness:
             attempts.append(AttemptRecord(attempt=attempt, raw_output=reply.text))
             self.hooks.emit(AuditRecord(**row, status="ok", labels=step.labels(value)))
             if self.settings.use_cache:
-                self.store.cache_put(key, step.job, value.model_dump(mode="json"))
+                # a commit waits on the disk: off the loop, which serves other calls meanwhile
+                await asyncio.to_thread(
+                    self.store.cache_put, key, step.job, value.model_dump(mode="json")
+                )
             return Outcome(
                 value=value,
                 source="judge",
@@ -405,10 +407,10 @@ class Harness:
                             "errors": [list(a.errors) for a in attempts],
                             "last_raw_output": last_raw,
                             "fallback": value.model_dump(mode="json"),
-                            **_vocabulary(batch),
+                            **batch_vocabulary(batch),
                             **dict(info.extra),
                         },
-                        _passages_of(batch),
+                        batch_passages(batch),
                         info.passage_ids,
                     ),
                 ),
@@ -471,30 +473,3 @@ def _parse(text: str) -> Any:
         return extract_json_object(text)
     except ValueError as exc:
         raise ReplyInvalid([f"invalid JSON: {exc}"]) from exc
-
-
-def _passages_of(batch: Any) -> list[Passage]:
-    """The passages a batch shows the judge (fields holding a passage or a tuple of them), for
-    the review item of a fallback: the reviewer reads them in full."""
-    found: list[Passage] = []
-    for value in _fields(batch):
-        items = value if isinstance(value, (tuple, list)) else (value,)
-        found += [p for p in items if isinstance(p, Passage)]
-    return found
-
-
-def _vocabulary(batch: Any) -> dict[str, list[str]]:
-    """What a reviewer may decide on a fallback's item: the batch's tier names or labels."""
-    found: dict[str, list[str]] = {}
-    for value in _fields(batch):
-        if isinstance(value, TierScheme):
-            found["tiers"] = list(value.names)
-        elif isinstance(value, Taxonomy):
-            found["labels"] = list(value.names)
-    return found
-
-
-def _fields(batch: Any) -> list[Any]:
-    if not dataclasses.is_dataclass(batch) or isinstance(batch, type):
-        return []
-    return [getattr(batch, f.name) for f in dataclasses.fields(batch)]
