@@ -311,3 +311,12 @@ def test_no_auth_serves_everyone_and_says_so_loudly(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)
     assert "AUTHENTICATION IS OFF" in err
+
+
+def test_a_server_answers_its_own_names_and_bound_address_unless_told_otherwise() -> None:
+    from evidex.service.app import LOOPBACK_HOSTS, allowed_hosts_for
+
+    assert allowed_hosts_for("127.0.0.1", []) == list(LOOPBACK_HOSTS)
+    assert allowed_hosts_for("10.1.2.3", []) == [*LOOPBACK_HOSTS, "10.1.2.3"]
+    assert allowed_hosts_for("0.0.0.0", []) == ["*"]
+    assert allowed_hosts_for("0.0.0.0", ["evidex.internal"]) == ["evidex.internal"]

@@ -14,6 +14,7 @@ from rich.table import Table
 from evidex.cli._app import app, err_console
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, json_option
+from evidex.store import ROLES
 
 __all__ = ["keys_app"]
 
@@ -26,10 +27,8 @@ keys_app = typer.Typer(
 app.add_typer(keys_app, name="keys")
 
 
-class Role(str, Enum):
-    CLIENT = "client"
-    REVIEWER = "reviewer"
-    ADMIN = "admin"
+Role = Enum("Role", {role.upper(): role for role in ROLES}, type=str)  # type: ignore[misc]
+"""The store's roles, as typer's choices: one list, :data:`evidex.store.ROLES`."""
 
 
 @keys_app.command("create")

@@ -16,19 +16,6 @@ from evidex.preflight import MAX_PASSAGES, MAX_TEXT_CHARS, InputLimits
 
 logger = logging.getLogger("evidex.serve")
 
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "[::1]", "::1")
-_ANY_ADDRESS = ("0.0.0.0", "::", "")
-
-
-def allowed_hosts_for(host: str, given: list[str]) -> list[str]:
-    """The Host headers to answer: the given ones, else this machine's names plus the bound
-    address (any, when bound to every interface and none is given)."""
-    if given:
-        return given
-    if host in _ANY_ADDRESS:
-        return ["*"]
-    return [*_LOOPBACK_NAMES, *([] if host in _LOOPBACK_NAMES else [host])]
-
 
 @app.command()
 def serve(
@@ -100,6 +87,7 @@ def serve(
     except ImportError as exc:
         raise MissingExtraError("evidex serve", "service") from exc
     from evidex.service import create_app
+    from evidex.service.app import allowed_hosts_for
     from evidex.service.auth import is_loopback
 
     with open_db(db) as store:
@@ -117,7 +105,8 @@ def serve(
         ):
             logger.warning(line)
             err_console.print(f"[bold red]warning:[/] {line}", highlight=False)
-    env_hosts = [h.strip() for h in os.environ.get("EVIDEX_ALLOWED_HOSTS", "").split(",") if h]
+    env_hosts = [h.strip() for h in os.environ.get("EVIDEX_ALLOWED_HOSTS", "").split(",")]
+    env_hosts = [h for h in env_hosts if h]
     hosts = allowed_hosts_for(host, list(allowed_host or []) or env_hosts)
     application = create_app(
         url,

@@ -52,11 +52,22 @@ from evidex.service.schemas import (
 from evidex.store import DEFAULT_LEASE_S, ROLES, SqlStore, open_store
 from evidex.types import Usage
 
-__all__ = ["LOOPBACK_HOSTS", "create_app"]
+__all__ = ["LOOPBACK_HOSTS", "allowed_hosts_for", "create_app"]
 
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 """The Host headers a service answers by default: names of this machine only, so a page on
 another site cannot reach it through DNS rebinding."""
+
+
+def allowed_hosts_for(host: str, given: Sequence[str]) -> list[str]:
+    """The Host headers a server bound to ``host`` answers: the given ones, else this machine's
+    names plus the bound address (any, when bound to every interface and none is given)."""
+    if given:
+        return list(given)
+    if host in ("0.0.0.0", "::", ""):
+        return ["*"]
+    return [*LOOPBACK_HOSTS, *([] if host in LOOPBACK_HOSTS else [host])]
+
 
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
