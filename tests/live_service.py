@@ -31,6 +31,34 @@ def serve_app(app: Any, *, backlog: int = 2048) -> Iterator[str]:
         thread.join(timeout=10)
 
 
+def wait_ready(url: str, process: Any, timeout_s: float, interval_s: float = 0.1) -> bool:
+    """Whether ``GET url`` answered 200 within ``timeout_s``; False at once if ``process``
+    (a ``subprocess.Popen``) has exited."""
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return True
+        except httpx.TransportError:
+            pass
+        time.sleep(interval_s)
+    return False
+
+
+def stop_process(process: Any, timeout_s: float = 20) -> None:
+    """Ask a server process to end; kill it if it has not within ``timeout_s``."""
+    import subprocess
+
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @contextmanager
 def serve_process(db: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """``evidex serve`` as its own process on a free loopback port (a replica, as a deployment
@@ -41,8 +69,6 @@ def serve_process(db: str, *args: str, env: dict[str, str] | None = None) -> Ite
     import sys
     import tempfile
     from pathlib import Path
-
-    import httpx
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -58,22 +84,9 @@ def serve_process(db: str, *args: str, env: dict[str, str] | None = None) -> Ite
             text=True,
         )
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise AssertionError(f"evidex serve did not start: {log.read()[-2000:]}")
-                time.sleep(0.1)
+            if not wait_ready(f"{base}/healthz", proc, timeout_s=60):
+                log.seek(0)
+                raise AssertionError(f"evidex serve did not start: {log.read()[-2000:]}")
             yield base
         finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop_process(proc)

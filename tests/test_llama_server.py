@@ -31,7 +31,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +42,7 @@ import pytest
 
 from evidex import HarnessSettings, Passage, rerank, tier
 from evidex.judges import get_judge
+from tests.live_service import stop_process, wait_ready
 
 pytestmark = pytest.mark.slow
 
@@ -106,27 +106,12 @@ def _start(model: Path, threads: int, log: Path) -> LlamaServer:
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     server = LlamaServer(process, f"http://127.0.0.1:{port}", log)
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n{server.log_tail()}")
-        try:
-            if httpx.get(f"{server.upstream}/v1/models", timeout=2).status_code == 200:
-                return server
-        except httpx.TransportError:
-            pass
-        time.sleep(0.5)
-    _stop(process)
+    if wait_ready(f"{server.upstream}/v1/models", process, START_TIMEOUT_S, interval_s=0.5):
+        return server
+    if process.poll() is not None:
+        pytest.fail(f"llama_cpp.server exited with {process.returncode}:\n{server.log_tail()}")
+    stop_process(process, timeout_s=15)
     pytest.fail(f"llama_cpp.server not ready after {START_TIMEOUT_S:g}s:\n{server.log_tail()}")
-
-
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 def _recorder(server: LlamaServer) -> ThreadingHTTPServer:
@@ -183,7 +168,7 @@ def llama_server(qwen: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
         recorder.shutdown()
         recorder.server_close()
         thread.join(timeout=5)
-        _stop(server.process)
+        stop_process(server.process, timeout_s=15)
 
 
 # --------------------------------------------------------------------------- the test
