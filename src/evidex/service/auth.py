@@ -92,7 +92,9 @@ class Gate:
         if self.mode == "off":
             return OPEN
         if token:
-            key = await asyncio.to_thread(self.store.verify_key, token)
+            key = self.store.recently_verified(token) or await asyncio.to_thread(
+                self.store.verify_key, token
+            )
             return Principal(key.key_id, key.name, key.role) if key else None
         session_token = request.cookies.get(SESSION_COOKIE) if cookie else None
         if session_token:

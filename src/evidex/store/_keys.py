@@ -150,12 +150,19 @@ class KeyRing:
                 self._verified_keys.pop(token, None)
         return _key_of({**rows[0], "revoked_at": when})
 
-    def verify_key(self, token: str) -> ApiKey | None:
-        """The active key ``token`` is, or None (malformed, unknown, wrong secret, revoked)."""
-        fingerprint = _token_hash(token)
-        cached = self._verified_keys.get(fingerprint)
+    def recently_verified(self, token: str) -> ApiKey | None:
+        """The key ``token`` is, if this process checked it within :data:`VERIFIED_TTL_S`: no
+        I/O and no slow hash, so a server may ask on its event loop before paying for either."""
+        cached = self._verified_keys.get(_token_hash(token))
         if cached is not None and time.monotonic() - cached[0] < VERIFIED_TTL_S:
             return cached[1]
+        return None
+
+    def verify_key(self, token: str) -> ApiKey | None:
+        """The active key ``token`` is, or None (malformed, unknown, wrong secret, revoked)."""
+        known = self.recently_verified(token)
+        if known is not None:
+            return known
         prefix, _, rest = token.partition("_")
         key_id, _, secret = rest.partition("_")
         if prefix != KEY_PREFIX or not key_id or not secret or len(token) > 200:
@@ -168,7 +175,7 @@ class KeyRing:
         if not rows or not hmac.compare_digest(_digest(secret, rows[0]["salt"]), rows[0]["digest"]):
             return None
         key = _key_of(rows[0])
-        self._verified_keys[fingerprint] = (time.monotonic(), key)
+        self._verified_keys[_token_hash(token)] = (time.monotonic(), key)
         return key
 
     # ------------------------------------------------------------------ UI sessions
