@@ -33,6 +33,7 @@ JUDGES: dict[str, str] = {
     "openai": "evidex.judges._openai:OpenAIJudge.from_spec",
     "local:minilm": "evidex.judges.minilm:MiniLMJudge.from_spec",
     "local:qwen": "evidex.judges._qwen:QwenJudge.from_spec",
+    "local:cross-encoder": "evidex.judges._cross_encoder:CrossEncoderJudge.from_spec",
 }
 
 
