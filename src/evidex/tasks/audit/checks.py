@@ -47,6 +47,7 @@ from evidex.types import Event, Passage
 __all__ = [
     "check_grading",
     "content_words",
+    "figures",
     "grade_claims",
     "graded_claim",
     "locate_claim",
@@ -82,14 +83,16 @@ def content_words(text: str) -> set[str]:
     return {w.lower()[:5] for w in _WORD.findall(text) if w.lower() not in _FUNCTION_WORDS}
 
 
-def _numbers(text: str) -> list[str]:
+def figures(text: str) -> list[str]:
+    """The figures written in ``text`` (thousands separators dropped), as the figure check
+    compares them."""
     return [n.replace(",", "") for n in _NUMBER.findall(text)]
 
 
 def number_errors(label: str, claim: str, quotes: Iterable[str]) -> list[str]:
     """An error when a fully supported claim states a number none of its quotes contains."""
-    quoted = {n for q in quotes for n in _numbers(q)}
-    missing = sorted({n for n in _numbers(claim) if n not in quoted})
+    quoted = {n for q in quotes for n in figures(q)}
+    missing = sorted({n for n in figures(claim) if n not in quoted})
     if not missing:
         return []
     return [
@@ -120,7 +123,7 @@ def statement_sentences(text: str) -> list[tuple[int, int]]:
         sentence = match.group().strip()
         if not sentence or sentence.endswith("?"):
             continue
-        if _numbers(sentence) or len(content_words(sentence)) >= 3:
+        if figures(sentence) or len(content_words(sentence)) >= 3:
             begin = match.start() + (len(match.group()) - len(match.group().lstrip()))
             spans.append((begin, begin + len(sentence)))
     return spans
