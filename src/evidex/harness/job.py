@@ -138,10 +138,23 @@ class JobRun:
     outcomes: list[Outcome[Any]] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
     """Events raised while the job ran (warnings of replies, ...), already in the audit log."""
+    stages: list[JobRun] = field(default_factory=list)
+    """Runs of this job over other judges (a cascade's stages, see :meth:`stage`)."""
 
     @property
     def judge(self) -> Judge:
         return self.harness.judge
+
+    def stage(self, judge: Judge) -> JobRun:
+        """A run of this job over another judge, for a cascade's stage: the same context,
+        store, settings and hooks (its audit rows name its judge), its calls counted in this
+        run's totals and its cost at its own judge's price."""
+        run = JobRun(self.harness.for_judge(judge), self.ctx, self.on_progress)
+        self.stages.append(run)
+        return run
+
+    def _every(self) -> list[Outcome[Any]]:
+        return [*self.outcomes, *(o for s in self.stages for o in s._every())]
 
     def note(self, event: Event) -> None:
         """Keep an event for the result and write it to the audit log."""
@@ -224,36 +237,44 @@ class JobRun:
 
     @property
     def usage(self) -> Usage:
+        """Tokens over every attempt, the stages' included."""
         total = Usage()
-        for outcome in self.outcomes:
+        for outcome in self._every():
             total = total + outcome.usage
         return total
 
     @property
     def calls(self) -> int:
-        return sum(o.judge_calls for o in self.outcomes)
+        return sum(o.judge_calls for o in self._every())
 
     @property
     def attempts(self) -> int:
-        return sum(len(o.attempts) for o in self.outcomes)
+        return sum(len(o.attempts) for o in self._every())
 
     @property
     def cost(self) -> float | None:
-        """The run's usage at the configured price of its judge (``None``: not priced)."""
-        return estimate_cost(self.harness.settings.prices, self.judge.judge_id, self.usage)
+        """The run's usage at the configured price of its judge, plus each stage's at its
+        own judge's price; ``None`` when no judge of the run is priced."""
+        own = Usage()
+        for outcome in self.outcomes:
+            own = own + outcome.usage
+        priced = [estimate_cost(self.harness.settings.prices, self.judge.judge_id, own)]
+        priced += [s.cost for s in self.stages]
+        known = [c for c in priced if c is not None]
+        return sum(known) if known else None
 
     @property
     def fallback_review_ids(self) -> list[int]:
-        return [o.review_item_id for o in self.outcomes if o.review_item_id is not None]
+        return [o.review_item_id for o in self._every() if o.review_item_id is not None]
 
     @property
     def fallbacks(self) -> list[Outcome[Any]]:
-        return [o for o in self.outcomes if o.source == "fallback"]
+        return [o for o in self._every() if o.source == "fallback"]
 
     @property
     def source(self) -> Source:
         """Where the run's result came from so far (see :func:`verdict`)."""
-        return verdict(self.outcomes)
+        return verdict(self._every())
 
 
 def with_passages(

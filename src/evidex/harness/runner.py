@@ -15,6 +15,7 @@ For a whole job (:meth:`Harness.run`, :meth:`Harness.run_many`): see :mod:`evide
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import random
 import time
@@ -77,6 +78,18 @@ class Harness:
             breaker_cooldown_s=self.settings.breaker_cooldown_s,
         )
         self.breaker = self.gate.breaker
+
+    def for_judge(self, judge: Judge) -> Harness:
+        """This harness over another judge (a cascade's stage): same store, settings, hooks."""
+        twin = copy.copy(self)
+        twin.judge = judge
+        twin.gate = judge.open_gate(
+            default_limit=self.settings.max_concurrency,
+            breaker_threshold=self.settings.breaker_threshold,
+            breaker_cooldown_s=self.settings.breaker_cooldown_s,
+        )
+        twin.breaker = twin.gate.breaker
+        return twin
 
     # ------------------------------------------------------------------ public API
 
