@@ -95,14 +95,14 @@ def test_tokenizer_sha_mismatch_is_a_clear_error(tmp_path: Path) -> None:
 
 def _without_module(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     """Make ``importlib.import_module(missing)`` fail as if the package were not installed."""
-    real = _minilm.importlib.import_module
+    real = importlib.import_module
 
     def fake(name: str, package: str | None = None) -> Any:
         if name == missing:
             raise ImportError(f"No module named {missing!r}")
         return real(name, package)
 
-    monkeypatch.setattr(_minilm.importlib, "import_module", fake)
+    monkeypatch.setattr(importlib, "import_module", fake)
 
 
 def test_missing_runtime_names_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,19 +9,36 @@ first use, so a broken install says what to reinstall.
 
 from __future__ import annotations
 
-import concurrent.futures
 import hashlib
-import importlib
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from evidex.errors import ConfigError, MissingExtraError
+from evidex.errors import ConfigError
+from evidex.judges._onnx import (
+    MissingDependencyError,
+    import_dependency,
+    length_chunks,
+    open_session,
+    run_chunks,
+    worker_pool,
+)
 from evidex.judges.minilm._data import read_data
+
+__all__ = [
+    "MAX_SEQ_LEN",
+    "SPECIAL_TOKENS",
+    "TOKENIZER_SHA256",
+    "Encoder",
+    "MissingDependencyError",
+    "Vectors",
+    "import_dependency",
+    "read_tokenizer",
+    "shared_encoder",
+]
 
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_SEQ_LEN = 256
@@ -30,26 +47,6 @@ SPECIAL_TOKENS = 2
 """[CLS] and [SEP]: the part of :data:`MAX_SEQ_LEN` that is not the text."""
 
 Vectors = npt.NDArray[np.float32]
-
-
-class MissingDependencyError(MissingExtraError):
-    """A core dependency of this judge is not importable (a broken install, not an extra)."""
-
-    def __init__(self, module: str, package: str, exc: ImportError) -> None:
-        self.extra = ""
-        Exception.__init__(
-            self,
-            f"the local:minilm judge needs {module}, which cannot be imported ({exc}); it is a "
-            f"core dependency of evidex: pip install '{package}' (or reinstall evidex)",
-        )
-
-
-def import_dependency(module: str, package: str) -> Any:
-    """``module``, or :class:`MissingDependencyError` naming ``package`` to install."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingDependencyError(module, package, exc) from exc
 
 
 def read_tokenizer(path: Path | None) -> tuple[str, str]:
@@ -68,34 +65,20 @@ def read_tokenizer(path: Path | None) -> tuple[str, str]:
 class Encoder:
     """Tokenizer + ONNX session, loaded once per process per (model, tokenizer, threads).
 
-    Batches run concurrently on ``threads`` workers, each run on one onnxruntime thread: the
-    runs are small (one text by default), and splitting one small run across cores costs more
-    in synchronisation than it gains; measured on 2 cores, two single-threaded runs side by
-    side embedded the same texts in half the time of one two-threaded run after another.
+    Batches run concurrently on ``threads`` workers, each run on one onnxruntime thread (see
+    :mod:`evidex.judges._onnx` for why).
     """
 
     def __init__(self, model_path: Path, tokenizer_json: str, threads: int) -> None:
-        ort = import_dependency("onnxruntime", "onnxruntime>=1.17")
         tokenizers = import_dependency("tokenizers", "tokenizers>=0.15")
         self.tokenizer = tokenizers.Tokenizer.from_str(tokenizer_json)
         self.tokenizer.no_padding()
         self.tokenizer.no_truncation()
         self.sep_id = int(self.tokenizer.token_to_id("[SEP]"))
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        try:
-            self.session = ort.InferenceSession(
-                str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            raise ConfigError(f"{model_path}: cannot load the MiniLM ONNX model: {exc}") from exc
+        self.session = open_session(model_path, "the MiniLM ONNX model", "local:minilm")
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.dim = int(self.session.get_outputs()[0].shape[-1])
-        self.workers = concurrent.futures.ThreadPoolExecutor(
-            max_workers=threads, thread_name_prefix="evidex-minilm"
-        )
+        self.workers = worker_pool(threads, "evidex-minilm")
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
@@ -114,8 +97,7 @@ class Encoder:
             seq if len(seq) <= MAX_SEQ_LEN else [*seq[: MAX_SEQ_LEN - 1], self.sep_id]
             for seq in ids
         ]
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        chunks = [order[start : start + batch_size] for start in range(0, len(order), batch_size)]
+        chunks = length_chunks([len(seq) for seq in ids], batch_size)
 
         def run(chunk: list[int]) -> Vectors:
             width = pad_to or max(len(ids[i]) for i in chunk)
@@ -126,8 +108,7 @@ class Encoder:
                 mask[row, : len(ids[i])] = 1
             return self._run(input_ids, mask)
 
-        results = map(run, chunks) if len(chunks) < 2 else self.workers.map(run, chunks)
-        for chunk, vectors in zip(chunks, results, strict=True):
+        for chunk, vectors in zip(chunks, run_chunks(self.workers, chunks, run), strict=True):
             out[chunk] = vectors
         return out, sum(len(seq) for seq in ids)
 

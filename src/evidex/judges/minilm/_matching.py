@@ -7,52 +7,25 @@ pool's scores may also be fused with BM25 over the pool (:mod:`._bm25`).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from evidex.judges._grades import PoolScore, SentenceScore, sentence_spans
 from evidex.judges.minilm._bm25 import bm25_pool_scores, fuse_scores
 from evidex.judges.minilm._encoder import Encoder
 
-_BOUNDARY = re.compile(
-    r"(?:(?<=[.!?])|(?<=[.!?][\"'\u201d\u2019)\]]))\s+(?=[\"'\u201c\u2018(\[]?[A-Z0-9])"
-    r"|\s*\n\s*"
-)
-_WORD = re.compile(r"\S+")
-
-
-def sentence_spans(text: str, *, max_words: int = 60) -> list[tuple[int, int]]:
-    """``(start, end)`` offsets of the sentences of ``text``, so each is a verbatim slice.
-
-    A sentence ends at ``.``/``!``/``?`` (and closing quotes) followed by space and a capital
-    or digit, or at a line break. A run longer than ``max_words`` words (a list, a passage
-    without punctuation) is cut into chunks of ``max_words`` words, so a snippet stays short.
-    """
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for m in _BOUNDARY.finditer(text):
-        spans.append((start, m.start()))
-        start = m.end()
-    spans.append((start, len(text)))
-    out: list[tuple[int, int]] = []
-    for s, e in spans:
-        words = [(w.start(), w.end()) for w in _WORD.finditer(text, s, e)]
-        for i in range(0, len(words), max_words):
-            chunk = words[i : i + max_words]
-            out.append((chunk[0][0], chunk[-1][1]))
-    return out
-
-
-@dataclass(frozen=True)
-class SentenceScore:
-    """One sentence of a passage (a verbatim slice ``text[start:end]``) and its cosine."""
-
-    text: str
-    start: int
-    end: int
-    score: float
+__all__ = [
+    "Match",
+    "PoolScore",
+    "SentenceScore",
+    "best_sentences",
+    "cosine_words",
+    "match_texts",
+    "pool_scores",
+    "sentence_spans",
+]
 
 
 @dataclass(frozen=True)
@@ -63,14 +36,6 @@ class Match:
     score: float
     passage_score: float
     sentence: SentenceScore
-
-
-@dataclass(frozen=True)
-class PoolScore:
-    """A candidate's rerank score within its request's pool, and the words that explain it."""
-
-    score: float
-    justification: str
 
 
 def match_texts(

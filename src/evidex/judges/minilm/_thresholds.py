@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import ConfigError
+from evidex.judges._grades import spread_cut_points
 from evidex.judges.minilm._data import read_data
 
 
@@ -31,37 +31,11 @@ class Thresholds(BaseModel):
     fit: dict[str, Any] = Field(default_factory=dict)
 
     def for_tiers(self, count: int) -> tuple[float, ...]:
-        """Cut points for a scheme of ``count`` tiers.
-
-        The fitted points are used as they are when the scheme has as many tiers as the fit
-        (matched by position: most relevant first). Otherwise they are re-spread by one rule:
-        the fitted cut point ``i`` (of ``n``) sits at relevance ``1 - (i + 1) / (n + 1)`` on a
-        0-1 axis; a ``count``-tier scheme needs its boundaries at ``1 - j / count``
-        (j = 1..count-1), read off the piecewise-linear curve through the fitted points and
-        extended linearly past its ends. Two tiers thus split at the fitted middle cut point.
-        """
-        n = len(self.cut_points)
-        if count == n + 1:
-            return self.cut_points
-        if count < 2:
-            raise ConfigError(f"a tier scheme needs at least two tiers, got {count}")
-        positions = [1.0 - (i + 1) / (n + 1) for i in range(n)][::-1]  # ascending
-        scores = list(self.cut_points)[::-1]
-        wanted = [1.0 - j / count for j in range(1, count)]
-        return tuple(_interp_linear(x, positions, scores) for x in wanted)
-
-
-def _interp_linear(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
-    if len(xs) == 1:
-        return ys[0]
-    if x <= xs[0]:
-        i = 0
-    elif x >= xs[-1]:
-        i = len(xs) - 2
-    else:
-        i = max(k for k in range(len(xs) - 1) if xs[k] <= x)
-    slope = (ys[i + 1] - ys[i]) / (xs[i + 1] - xs[i])
-    return ys[i] + slope * (x - xs[i])
+        """Cut points for a scheme of ``count`` tiers: the fitted ones when the scheme has as
+        many tiers as the fit, else re-spread by the rule of
+        :func:`~evidex.judges._grades.spread_cut_points` (two tiers split at the fitted middle
+        cut point)."""
+        return spread_cut_points(self.cut_points, count)
 
 
 def load_thresholds(path: Path | None = None) -> tuple[Thresholds, str]:
