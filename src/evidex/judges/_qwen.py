@@ -29,7 +29,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -39,8 +39,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
+from evidex.judges._qwen_score import CandidateScores, score_candidates
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
-from evidex.judging import Judge, JudgeReply, JudgeRequest
+from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.types import Usage
 
 __all__ = ["QWEN_WEIGHTS", "CallTiming", "QwenJudge", "QwenOptions"]
@@ -224,6 +225,81 @@ class QwenJudge(Judge):
         tokens = self._model().llama.tokenize(text.encode("utf-8"), add_bos=False, special=False)
         return len(tokens)
 
+    # ------------------------------------------------------------------ scoring
+
+    def class_probabilities(
+        self,
+        messages: Sequence[Message | Mapping[str, str]],
+        candidates: Sequence[str],
+        *,
+        reply_prefix: str = "",
+    ) -> dict[str, float]:
+        """How probable each candidate is as the model's reply to ``messages``, renormalised
+        over the candidates (they add up to 1). No text is generated.
+
+        ``messages`` are chat messages (:class:`~evidex.judging.Message` or ``{"role": ...,
+        "content": ...}``), formatted by the model's own chat template; the reply starts
+        after ``reply_prefix`` (e.g. ``"Grade: "``), and each candidate (``"0"``..``"3"``,
+        ``"supported"``, ``"partially supported"``) is scored by its full sequence
+        log-probability there, so candidates of several tokens compete fairly. Put what
+        successive calls share (instructions, then the query) first: the KV cache of the
+        previous prompt is reused up to the first differing token. Synchronous and
+        thread-safe (it waits for the model lock); call it from a worker thread in async code.
+        See :meth:`candidate_scores` for the log-probabilities and the candidates' mass.
+        """
+        return self.candidate_scores(messages, candidates, reply_prefix=reply_prefix).probabilities
+
+    def candidate_scores(
+        self,
+        messages: Sequence[Message | Mapping[str, str]],
+        candidates: Sequence[str],
+        *,
+        reply_prefix: str = "",
+    ) -> CandidateScores:
+        """:meth:`class_probabilities` with everything measured (see
+        :class:`~evidex.judges._qwen_score.CandidateScores`). Raises ``JudgeUnavailable``
+        when the prompt does not fit the context window or llama.cpp fails."""
+        loaded = self._model()
+        chat = [
+            {"role": m.role, "content": m.content}
+            if isinstance(m, Message)
+            else {"role": m["role"], "content": m["content"]}
+            for m in messages
+        ]
+        with loaded.lock:
+            started = time.perf_counter()
+            if not self.options.reuse_prefix:
+                loaded.decoder.reset()
+            tokens = loaded.prompt_tokens(chat)
+            if reply_prefix:
+                tokens += loaded.llama.tokenize(
+                    reply_prefix.encode("utf-8"), add_bos=False, special=False
+                )
+            try:
+                scores = score_candidates(loaded.llama, loaded.decoder, tokens, candidates)
+            except ContextOverflow as exc:
+                raise JudgeUnavailable(f"local:qwen: {exc}") from exc
+            except RuntimeError as exc:
+                raise JudgeUnavailable(f"local:qwen failed: {exc}") from exc
+            wall = time.perf_counter() - started
+        self._record(
+            CallTiming(
+                prompt_tokens=scores.prompt_tokens,
+                prompt_evaluated=scores.prompt_evaluated,
+                prompt_eval_s=scores.seconds,
+                completion_tokens=0,
+                generation_s=0.0,
+                wall_s=wall,
+            )
+        )
+        return scores
+
+    def _record(self, timing: CallTiming) -> None:
+        self.busy_s += timing.wall_s
+        self.last_timing = timing
+        if self.on_timing is not None:
+            self.on_timing(timing)
+
     # ------------------------------------------------------------------ calls
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
@@ -260,19 +336,18 @@ class QwenJudge(Judge):
             except (ValueError, RuntimeError) as exc:
                 raise JudgeUnavailable(f"local:qwen failed: {exc}") from exc
             wall = time.perf_counter() - started
-        self.busy_s += wall
-        self.last_timing = CallTiming(
-            prompt_tokens=decoded.prompt_tokens,
-            prompt_evaluated=decoded.prompt_evaluated,
-            prompt_eval_s=decoded.prompt_eval_s,
-            completion_tokens=decoded.completion_tokens,
-            generation_s=decoded.generation_s,
-            wall_s=wall,
-            drafted=decoded.drafted,
-            accepted=decoded.accepted,
+        self._record(
+            CallTiming(
+                prompt_tokens=decoded.prompt_tokens,
+                prompt_evaluated=decoded.prompt_evaluated,
+                prompt_eval_s=decoded.prompt_eval_s,
+                completion_tokens=decoded.completion_tokens,
+                generation_s=decoded.generation_s,
+                wall_s=wall,
+                drafted=decoded.drafted,
+                accepted=decoded.accepted,
+            )
         )
-        if self.on_timing is not None:
-            self.on_timing(self.last_timing)
         if decoded.finish_reason == "length":
             logger.info("local:qwen reply cut off at %d tokens", decoded.completion_tokens)
         return JudgeReply(

@@ -135,6 +135,33 @@ class ConstrainedDecoder:
             accepted=accepted,
         )
 
+    def evaluate(self, prompt: Sequence[int]) -> int:
+        """Evaluate ``prompt``, reusing the cached prefix, and return how many of its tokens were
+        evaluated; afterwards :meth:`logits` ``(-1)`` holds the next-token logits."""
+        prompt = list(prompt)
+        if not prompt or len(prompt) >= self._n_ctx:
+            raise ContextOverflow(
+                f"the prompt has {len(prompt)} tokens; the context window holds {self._n_ctx}"
+            )
+        return self._evaluate_prompt(prompt)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """Evaluate ``tokens`` after the cached ones with logits for every one of them (row
+        ``i`` of :meth:`logits` is the distribution after ``tokens[i]``)."""
+        if len(self._cached) + len(tokens) > self._n_ctx:
+            raise ContextOverflow(f"{len(tokens)} more tokens overflow the context window")
+        if tokens:
+            self._decode(tokens, all_logits=True)
+
+    def truncate(self, length: int) -> None:
+        """Keep only the first ``length`` cached tokens (undo an :meth:`extend`)."""
+        self._forget_from(length)
+
+    def logits(self, row: int) -> np.ndarray:
+        """A copy of the logits of output ``row`` of the last evaluation (-1: the last)."""
+        pointer = self._lib.llama_get_logits_ith(self._ctx, row)
+        return np.ctypeslib.as_array(pointer, (self._n_vocab,)).astype(np.float64)
+
     # ------------------------------------------------------------------ steps
 
     def _evaluate_prompt(self, prompt: list[int]) -> int:
