@@ -34,6 +34,7 @@ JUDGES: dict[str, str] = {
     "local:minilm": "evidex.judges.minilm:MiniLMJudge.from_spec",
     "local:qwen": "evidex.judges._qwen:QwenJudge.from_spec",
     "local:cross-encoder": "evidex.judges._cross_encoder:CrossEncoderJudge.from_spec",
+    "local:gguf": "evidex.judges._gguf:GGUFJudge.from_spec",
 }
 
 
