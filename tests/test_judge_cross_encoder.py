@@ -26,6 +26,7 @@ import tokenizers
 from onnx import TensorProto, helper, numpy_helper
 
 from evidex.errors import ConfigError
+from evidex.evaluate.calibrate import calibrate_tier
 from evidex.jobs.rerank import rerank
 from evidex.jobs.tier import tier
 from evidex.judges import get_judge
@@ -317,3 +318,35 @@ def test_a_graph_of_the_wrong_shape_is_a_clear_error(tmp_path: Path) -> None:
     shutil.copy(TOKENIZER, other / "tokenizer.json")
     with pytest.raises(ConfigError, match=r"other/model.onnx: the graph takes \['x'\]"):
         get_judge("local:cross-encoder", path=other)
+
+
+def test_calibrate_tier_fits_cut_points_on_the_score(
+    tmp_path: Path, store: SqlStore, judge: CrossEncoderJudge
+) -> None:
+    texts = [
+        (RELEVANT, "directly-supporting"),
+        ("Vitamin D helps the body absorb calcium from food.", "contextually-relevant"),
+        ("A daily walk improves mood and heart health.", "tangentially-related"),
+        (IRRELEVANT, "irrelevant"),
+    ]
+    rows = [
+        {"query_id": q, "query": query, "passage_id": f"{q}p{i}", "text": text, "tier": grade}
+        for q, query in (("q1", QUERY), ("q2", "How much vitamin D does an adult need?"))
+        for i, (text, grade) in enumerate(texts)
+    ]
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    record = calibrate_tier(golden, judge=judge, store=store, out_dir=tmp_path / "cal")
+    assert record["judge_id"] == "local:cross-encoder"
+    assert record["model_version"] == judge.model_version
+    cuts = record["fitted"]["cut_points"]
+    assert len(cuts) == 3 and cuts == sorted(cuts, reverse=True)
+    assert all(0 <= c <= 1 for c in cuts)  # on the sigmoid scale the thresholds option takes
+    fitted = get_judge("local:cross-encoder", path=judge.files.model.parent, **_option(judge, cuts))
+    assert isinstance(fitted, CrossEncoderJudge)
+    assert fitted.cut_points == pytest.approx(cuts, rel=1e-3)
+
+
+def _option(judge: CrossEncoderJudge, cuts: list[float]) -> dict[str, str]:
+    key, _, value = judge.cut_points_option(cuts).partition("=")
+    return {key: value}
