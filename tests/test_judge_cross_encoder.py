@@ -25,6 +25,7 @@ import pytest
 import tokenizers
 from onnx import TensorProto, helper, numpy_helper
 
+from evidex.cli import main
 from evidex.errors import ConfigError
 from evidex.evaluate.calibrate import calibrate_tier
 from evidex.jobs.rerank import rerank
@@ -102,11 +103,40 @@ def _head(graph: onnx.GraphProto, *, two_classes: bool) -> None:
     graph.output.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", width]))
 
 
+def _untyped_head(graph: onnx.GraphProto) -> None:
+    """A graph without a ``token_type_ids`` input (zeros made inside), whose logit is the mean
+    token state times a fixed vector: a shape for the runtime, not a relevance model."""
+    (typed,) = [i for i in graph.input if i.name == "token_type_ids"]
+    graph.input.remove(typed)
+    weights = np.random.default_rng(0).normal(size=(384, 1)).astype(np.float32)
+    graph.initializer.append(numpy_helper.from_array(weights, "ce_w"))
+    graph.initializer.append(numpy_helper.from_array(np.array([1], dtype=np.int64), "ce_ax"))
+    hidden = graph.output[0].name
+    node = helper.make_node
+    graph.node.insert(0, node("Sub", ["input_ids", "input_ids"], ["token_type_ids"]))
+    graph.node.extend(
+        [
+            node("ReduceMean", [hidden], ["ce_mean"], axes=[1], keepdims=0),
+            node("MatMul", ["ce_mean", "ce_w"], ["logits"]),
+        ]
+    )
+    del graph.output[:]
+    graph.output.append(helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["b", 1]))
+
+
 def _model_dir(
-    root: Path, name: str, *, file: str = "model.onnx", two_classes: bool = False
+    root: Path,
+    name: str,
+    *,
+    file: str = "model.onnx",
+    two_classes: bool = False,
+    token_types: bool = True,
 ) -> Path:
     graph = onnx.load(str(MiniLMJudge()._model_path))
-    _head(graph.graph, two_classes=two_classes)
+    if token_types:
+        _head(graph.graph, two_classes=two_classes)
+    else:
+        _untyped_head(graph.graph)
     directory = root / name
     directory.mkdir()
     onnx.save(graph, str(directory / file))
@@ -120,6 +150,7 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {
         "one": _model_dir(root, "one"),
         "two": _model_dir(root, "two", file="model_quantized.onnx", two_classes=True),
+        "untyped": _model_dir(root, "untyped", token_types=False),
     }
 
 
@@ -151,6 +182,8 @@ def _direct_logit(model: Path, query: str, text: str) -> float:
     }
     assert enc.tokens[0] == "[CLS]" and enc.type_ids[-1] == 1  # [CLS] q [SEP] p [SEP]
     session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    taken = {i.name for i in session.get_inputs()}
+    feeds = {k: v for k, v in feeds.items() if k in taken}
     out = session.run(None, feeds)[0]
     return float(out[0, 0] if out.shape[1] == 1 else out[0, 1] - out[0, 0])
 
@@ -181,6 +214,32 @@ def test_two_class_output_reads_as_the_difference_of_the_logits(
     assert two.logits(QUERY, [RELEVANT, IRRELEVANT]) == pytest.approx(
         judge.logits(QUERY, [RELEVANT, IRRELEVANT]), abs=1e-4
     )
+
+
+def test_a_graph_without_token_type_ids_gets_none(models: dict[str, Path]) -> None:
+    untyped = get_judge("local:cross-encoder", path=models["untyped"])
+    assert isinstance(untyped, CrossEncoderJudge)
+    direct = [_direct_logit(models["untyped"] / "model.onnx", QUERY, t) for t in (RELEVANT, "x")]
+    assert untyped.logits(QUERY, [RELEVANT, "x"]) == pytest.approx(direct, abs=1e-4)
+
+
+def test_the_cli_runs_it_with_judge_options(
+    models: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    passages = tmp_path / "passages.jsonl"
+    rows = [{"passage_id": "ferry", "text": IRRELEVANT}, {"passage_id": "answer", "text": RELEVANT}]
+    passages.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    argv = ["-q", QUERY, "-p", str(passages), "--judge", "local:cross-encoder"]
+    argv += ["--judge-option", f"path={models['one']}", "--judge-option", "thresholds=0.5,0.3,0.2"]
+    assert main(["rerank", *argv]) == 0
+    ranked = json.loads(capsys.readouterr().out)["ranked_passages"]
+    assert [r["passage_id"] for r in ranked] == ["answer", "ferry"]
+    assert main(["tier", *argv]) == 0
+    tiers = {
+        c["passage_id"]: c["tier"] for c in json.loads(capsys.readouterr().out)["classifications"]
+    }
+    # the default cut points (0.9,0.5,0.1) would give contextually-relevant, tangentially-related
+    assert tiers == {"answer": "directly-supporting", "ferry": "irrelevant"}
 
 
 def test_a_score_does_not_depend_on_its_batch(models: dict[str, Path]) -> None:
