@@ -15,12 +15,18 @@ a fallback as well. Reported: 3-way macro-F1, precision/recall/F1 of "supported 
 (the figure published for WiCE), bootstrap 95 % intervals, the confusion matrix, the 4-way
 prediction counts, fallbacks, retries and seconds per claim. Figures go to docs/benchmarks.md,
 section ``audit_wice``.
+
+``--split tune`` keeps the claims whose id hashes to 0 mod 3 (a third of dev, where cut points
+are fitted), ``--split report`` the other two thirds, ``all`` (the default) every claim; the
+sample is drawn within the split, so figures reported on ``report`` never saw the fit.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import os
 import random
 import statistics
 import sys
@@ -60,6 +66,18 @@ def load_claims(data: Path) -> list[dict[str, Any]]:
         {"id": cid, "claim": row["claim"], "label": row["label"], "evidence": row["evidence"]}
         for cid, row in first.items()
     ]
+
+
+SPLITS = ("all", "tune", "report")
+
+
+def in_split(claim_id: str, split: str) -> bool:
+    """Whether a claim belongs to ``split``: ``tune`` is the third of dev whose id's sha256
+    is 0 mod 3, ``report`` the rest."""
+    if split == "all":
+        return True
+    tune = int(hashlib.sha256(claim_id.encode("utf-8")).hexdigest(), 16) % 3 == 0
+    return tune == (split == "tune")
 
 
 def stratified_sample(items: list[dict[str, Any]], n: int, seed: int) -> list[dict[str, Any]]:
@@ -143,7 +161,14 @@ def _rejected(store: Any, run_id: str) -> list[tuple[list[str], str | None]]:
 
 
 def report(
-    rows: Sequence[dict[str, Any]], judge_spec: str, sample: int, seed: int, wall: float
+    rows: Sequence[dict[str, Any]],
+    judge_spec: str,
+    sample: int,
+    seed: int,
+    wall: float,
+    split: str = "all",
+    options: dict[str, Any] | None = None,
+    load: tuple[float, float] | None = None,
 ) -> str:
     gold = [r["gold"] for r in rows]
     pred = [r["pred"] for r in rows]
@@ -168,9 +193,12 @@ def report(
     seconds = [r["seconds"] for r in rows]
     return "\n".join(
         [
-            f"Judge `{judge_spec}`, classification pass on WiCE dev claims given as one-claim "
+            f"Judge `{judge_spec}`"
+            + (f" with options `{json.dumps(options, sort_keys=True)}`" if options else "")
+            + ", classification pass on WiCE dev claims given as one-claim "
             f"answers; passages = the sentences of each claim's first oracle chunk. Sample: "
-            f"{len(rows)} of 349 claims (seeded {seed}, stratified by gold label: "
+            f"{len(rows)} of the {split} split of 349 claims (seeded {seed}, stratified by "
+            "gold label: "
             + ", ".join(f"{lb} {gold.count(lb)}" for lb in LABELS)
             + f"); requested --sample {sample}.",
             "",
@@ -184,7 +212,12 @@ def report(
             f"claims that needed the retry: {retried}",
             f"- seconds per claim: median {statistics.median(seconds):.1f}, "
             f"max {max(seconds):.1f}; "
-            f"wall time {wall / 60:.1f} min",
+            f"wall time {wall / 60:.1f} min"
+            + (
+                f"; 1-min load average before / after: {load[0]:.1f} / {load[1]:.1f}"
+                if load
+                else ""
+            ),
             "",
             "Confusion matrix (rows gold, columns the audit mapped to WiCE labels):",
             "",
@@ -200,16 +233,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--sample", type=int, default=30, help="claims to audit (stratified)")
     parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument(
+        "--split", choices=SPLITS, default="all", help="dev claims to sample from (see above)"
+    )
     parser.add_argument("--judge", default="local:qwen", help="judge spec (default local:qwen)")
     add_option_flag(parser)
     parser.add_argument("--no-write", action="store_true", help="print, do not touch the docs")
     args = parser.parse_args(argv)
     options = judge_options(args.option)
-    items = stratified_sample(load_claims(args.data), args.sample, args.seed)
+    claims = [c for c in load_claims(args.data) if in_split(c["id"], args.split)]
+    items = stratified_sample(claims, args.sample, args.seed)
+    load_before = os.getloadavg()[0]
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         rows = run(items, args.judge, f"sqlite:///{tmp}/bench.db", options)
-    body = report(rows, args.judge, args.sample, args.seed, time.perf_counter() - started)
+    wall = time.perf_counter() - started
+    load = (load_before, os.getloadavg()[0])
+    body = report(rows, args.judge, args.sample, args.seed, wall, args.split, options, load)
     print(body)
     if not args.no_write:
         write_section("audit_wice", "Audit on WiCE (claim support)", body)

@@ -21,7 +21,14 @@ import pytest
 
 import evidex
 from evidex.judges._claim_evidence import Evidence, EvidencePicker, split_claims
-from evidex.judges._qwen_audit import CLASSES, AuditScorer, Cuts, model_grade, unsupported_part
+from evidex.judges._qwen_audit import (
+    CLASSES,
+    AuditScorer,
+    Cuts,
+    figure_conflict,
+    model_grade,
+    unsupported_part,
+)
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message, PassageText
 from evidex.tasks.audit import ClaimBatch, ClaimSpan, ClassifyStep, ExtractStep, SegmentBatch
 from evidex.tasks.audit.steps import AuditStep
@@ -286,3 +293,11 @@ def test_real_scoring_grades_the_demo_contradiction_below_support(qwen: Any) -> 
     assert abs(sum(supported.values()) - 1.0) < 1e-6
     other = grade("Bananas grow on trees in Brazil.", evidence)
     assert supported["fully_supported"] > other["fully_supported"]
+
+
+def test_a_bound_is_no_figure_conflict() -> None:
+    evidence = [Evidence("p1", "Pods get a grace period of 30 seconds by default.", 0, 49, 0.8)]
+    assert figure_conflict("Grace periods above 300 seconds are rejected.", evidence) is None
+    found = figure_conflict("The grace period is 60 seconds.", evidence)
+    assert found is not None and found[:2] == ("60 seconds", "30 seconds")
+    assert figure_conflict("Bananas ripen in 60 seconds.", evidence) is None, "no shared topic"

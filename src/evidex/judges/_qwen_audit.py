@@ -24,17 +24,28 @@ a grade read from four probabilities for a written reading.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evidex.judges._claim_evidence import Embed, Evidence, EvidencePicker, split_claims
+from evidex._text import sha256_hex
+from evidex.judges._claim_evidence import (
+    MAX_EVIDENCE,
+    MIN_COSINE,
+    Embed,
+    Evidence,
+    EvidencePicker,
+    split_claims,
+)
 from evidex.judging import AuditPayload, ClaimsPayload, ExtractPayload, Message, Payload
 from evidex.tasks.audit.checks import content_words, figures, number_errors, word_overlap_error
 
 __all__ = [
+    "AUDIT_PAYLOADS",
     "CLASSES",
+    "SCORING_VERSION",
     "AuditScorer",
     "Cuts",
     "Grade",
@@ -136,25 +147,51 @@ def model_grade(probabilities: Probabilities) -> Grade:
 
 
 def figure_conflict(claim: str, evidence: Sequence[Evidence]) -> tuple[str, str, Evidence] | None:
-    """A figure of the claim that no candidate states while one states another figure with
-    the same unit word after it (the claim's "60 seconds", the passage's "30 seconds"): the
-    claim's figure and unit, the passage's, and that sentence. None when there is none."""
+    """A figure of the claim that no candidate states while one that shares a topic word with
+    the claim states another figure with the same unit word after it (the claim's "60
+    seconds", the passage's "30 seconds"): the claim's figure and unit, the passage's, and
+    that sentence. A bound ("longer than 300 seconds", "at least 5 days") states no value and
+    conflicts with none. None when there is no conflict."""
     quoted = {f for e in evidence for f in figures(e.text)}
-    for number, unit in _figures_with_units(claim):
+    topic = content_words(claim)
+    for number, unit in _figures_with_units(claim, bounds=False):
         if number in quoted:
             continue
         for e in evidence:
-            for other, other_unit in _figures_with_units(e.text):
+            if not (topic & content_words(e.text)) - content_words(unit):
+                continue
+            for other, other_unit in _figures_with_units(e.text, bounds=True):
                 if other_unit == unit and other != number:
                     return f"{number} {unit}", f"{other} {other_unit}", e
     return None
 
 
 _FIGURE_UNIT = re.compile(r"(?<![\w.])(\d+(?:[.,]\d+)*)\s+([^\W\d_]{2,})")
+_BOUND = re.compile(
+    r"\b(?:than|over|above|below|under|least|most|up to|within|exceed\w*|beyond)\s*$",
+    re.IGNORECASE,
+)
 
 
-def _figures_with_units(text: str) -> list[tuple[str, str]]:
-    return [(n.replace(",", ""), u.lower()) for n, u in _FIGURE_UNIT.findall(text)]
+def _figures_with_units(text: str, *, bounds: bool) -> list[tuple[str, str]]:
+    """``(figure, unit word)`` pairs of ``text``; with ``bounds=False`` not those written as a
+    bound (the figure right after "than", "at least", "up to" ...)."""
+    return [
+        (m.group(1).replace(",", ""), m.group(2).lower())
+        for m in _FIGURE_UNIT.finditer(text)
+        if bounds or not _BOUND.search(text[max(0, m.start() - 12) : m.start()])
+    ]
+
+
+AUDIT_PAYLOADS: tuple[type[Payload], ...] = (ExtractPayload, ClaimsPayload, AuditPayload)
+"""The payloads :class:`AuditScorer` answers."""
+
+
+SCORING_VERSION = sha256_hex(
+    json.dumps([GRADING_INSTRUCTIONS, QUESTIONS, str(Cuts()), MAX_EVIDENCE, MIN_COSINE])
+)[:12]
+"""Changes with the grading prompts, the cut points or the evidence picking: a judge in
+scoring mode puts it in its fingerprint, so the cache never serves grades made otherwise."""
 
 
 class AuditScorer:
@@ -189,6 +226,10 @@ class AuditScorer:
                 "claims": [{"claim_text": c, **self.graded(c, picker)} for c in claims],
             }
         raise TypeError(f"{self.name} scores audit payloads, not a {type(payload).__name__}")
+
+    def reply_text(self, payload: Payload) -> str:
+        """:meth:`reply` as the JSON text a judge answers with."""
+        return json.dumps(self.reply(payload), ensure_ascii=False)
 
     def graded(self, claim: str, picker: EvidencePicker) -> dict[str, Any]:
         """One claim's graded fields (everything but its id or text)."""
