@@ -312,6 +312,8 @@ def test_cut_points_option_and_identity(models: dict[str, Path], judge: CrossEnc
     strict = get_judge("local:cross-encoder", path=models["one"], thresholds="0.99,0.98,0.97")
     assert isinstance(strict, CrossEncoderJudge)
     assert strict.cut_points == (0.99, 0.98, 0.97)
+    assert judge.thresholds.for_tiers(4) == DEFAULT_CUT_POINTS
+    assert judge.thresholds.for_tiers(2) == pytest.approx((0.5,))  # the middle one
     assert strict.fingerprint() != judge.fingerprint()
     assert (
         judge.fingerprint()["model_sha256"]

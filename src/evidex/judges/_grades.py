@@ -18,6 +18,7 @@ from evidex.errors import ConfigError
 from evidex.types import TierScheme
 
 __all__ = [
+    "CutPoints",
     "PoolScore",
     "SentenceScore",
     "rerank_reply",
@@ -93,6 +94,17 @@ def spread_cut_points(cut_points: Sequence[float], count: int) -> tuple[float, .
     scores = list(cut_points)[::-1]
     wanted = [1.0 - j / count for j in range(1, count)]
     return tuple(_interp_linear(x, positions, scores) for x in wanted)
+
+
+@dataclass(frozen=True)
+class CutPoints:
+    """Tier cut points given as they are (most relevant first), spread to any tier count."""
+
+    points: tuple[float, ...]
+
+    def for_tiers(self, count: int) -> tuple[float, ...]:
+        """The cut points for a scheme of ``count`` tiers (:func:`spread_cut_points`)."""
+        return spread_cut_points(self.points, count)
 
 
 def _interp_linear(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:

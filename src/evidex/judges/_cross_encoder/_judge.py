@@ -22,6 +22,7 @@ from evidex.judges._cross_encoder._model import (
     shared_model,
 )
 from evidex.judges._grades import (
+    CutPoints,
     PoolScore,
     SentenceScore,
     rerank_reply,
@@ -124,6 +125,8 @@ class CrossEncoderJudge(Judge):
     def __init__(self, options: CrossEncoderOptions, judge_id: str = JUDGE) -> None:
         super().__init__(judge_id)
         self.options = options
+        self.thresholds = CutPoints(options.thresholds)
+        """The tier cut points, spread to any scheme's tier count (what a cascade reads)."""
         self.files = locate_files(Path(options.path), options.model_file)
         threads = options.threads or default_threads()
         self.model: PairModel = shared_model(self.files, threads, options.max_length)
@@ -146,7 +149,8 @@ class CrossEncoderJudge(Judge):
 
     @property
     def cut_points(self) -> tuple[float, ...]:
-        return self.options.thresholds
+        """The cut points as given, most relevant first."""
+        return self.thresholds.points
 
     def cut_points_option(self, cut_points: Sequence[float]) -> str:
         """The judge option that grades with ``cut_points`` (what calibration prints)."""
