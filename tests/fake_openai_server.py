@@ -1,7 +1,7 @@
 """A real OpenAI-compatible HTTP server on a loopback port, scripted per test.
 
 It speaks just enough of the chat API (``POST /v1/chat/completions``, ``GET /v1/models``) for
-the ``openai:MODEL`` judge to run through the real SDK and the real network stack, and it plays
+the ``openai:MODEL`` judge to run through its real HTTP client and network stack, and it plays
 the faults that a mock transport cannot: slow answers, dropped connections, rate limits, servers
 that reject ``response_format``. Standard library only, so it starts in milliseconds.
 

@@ -1,4 +1,4 @@
-"""The ``openai:MODEL`` judge through the real SDK and a real loopback server, running the real
+"""The ``openai:MODEL`` judge through its HTTP client and a real loopback server, running the real
 tier job: one test per fault a model or a server can produce, and the harness promises around
 each (re-ask wording, temperature-0 strict final attempt, explicit fallback with a review item,
 every passage exactly once, one audit row per judge call, no leaked API key)."""
@@ -262,24 +262,6 @@ def test_insisting_on_json_schema_against_a_500_refusal_is_a_config_error(
     with pytest.raises(ConfigError, match="structured_output='auto'"):
         run_tier(judge, store, passages)
     assert len(server.chat_requests) == 1
-
-
-def test_the_call_skips_the_sdk_request_transformation(
-    server: FakeOpenAIServer,
-    judge: OpenAIJudge,
-    store: SqlStore,
-    passages: list[Passage],
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import openai._utils._transform as transform
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError("the SDK's request transformation ran")
-
-    monkeypatch.setattr(transform, "_async_transform_recursive", refuse)
-    server.add(Reply(text_of(valid(passages))))
-    result = run_tier(judge, store, passages)
-    assert {a.source for a in result.classifications} == {"judge"}
 
 
 def test_explicit_json_schema_mode_rejected_is_a_config_error_without_retries(
@@ -657,10 +639,10 @@ def test_every_server_fault_becomes_an_evidex_error(
     request = JudgeRequest(
         job="tier", messages=(Message("user", "grade"),), schema={}, payload=Payload()
     )
-    with pytest.raises(EvidexError) as caught:  # an SDK exception would not be caught here
+    with pytest.raises(EvidexError) as caught:  # a transport's own exception would escape here
         asyncio.run(judge.complete(request))
     assert type(caught.value) is expected
-    assert caught.value.__cause__ is not None  # raised from the vendor's error, not instead of it
+    assert caught.value.__cause__ is not None  # raised from the transport's error, not instead
 
 
 def test_client_timeout_and_unreachable_server_become_judge_unavailable(

@@ -6,8 +6,9 @@ LM Studio: they differ by configuration (``base_url``/``base_urls``, ``api_key``
 What lives here: :mod:`._judge` (the judge: options, identity, one call, error conversion),
 :mod:`._pool` (the endpoints of a pool: routing to the least busy one, a breaker, an adaptive
 in-flight limit and a cooldown each) and :mod:`._wire` (the request body, the structured-output
-modes, reading the reply, keeping credentials out of texts). It may import the root modules of
-evidex and, lazily, the openai SDK.
+modes, reading the reply, keeping credentials out of texts) and :mod:`._http` (sending it:
+kept-alive connections per endpoint and event loop). It may import the root modules of evidex
+and the standard library; the openai SDK is not used (:mod:`._http` says why).
 
 Several endpoints (replicas of one model) form a pool: a call goes to the endpoint with the
 fewest outstanding calls whose breaker allows it; a transport fault, timeout, 429 or 5xx there
@@ -29,7 +30,7 @@ Errors are converted in one place (``OpenAIJudge._convert``): transport faults, 
 a refused key, an unknown model or a request the server will never accept becomes
 :class:`ConfigError`, which stops the run instead of burning retries. The API key never appears
 in ``judge_id``, ``fingerprint()``, ``repr``, error messages or logs: server error texts are
-scrubbed of it before they are shown anywhere, including the chained SDK exception.
+scrubbed of it before they are shown anywhere, including the chained exception.
 """
 
 from evidex.judges._openai._judge import OPENAI_URL, PLACEHOLDER_KEY, OpenAIJudge

@@ -5,11 +5,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from evidex.errors import ConfigError, EvidexError, JudgeError, JudgeUnavailable
+from evidex.judges._openai._http import (
+    HTTPFault,
+    StatusError,
+    TimedOut,
+    Transport,
+    Unreachable,
+)
 from evidex.judges._openai._pool import Endpoint, Pool
 from evidex.judges._openai._wire import (
     FORMAT_WORDS,
@@ -33,9 +40,6 @@ from evidex.judges._options import parse_options
 from evidex.judging import Judge, JudgeReply, JudgeRequest
 from evidex.limits import JudgeGate
 from evidex.types import Usage
-
-if TYPE_CHECKING:
-    import openai
 
 __all__ = ["OPENAI_URL", "PLACEHOLDER_KEY", "OpenAIJudge"]
 
@@ -76,9 +80,7 @@ class OpenAIJudge(Judge):
     OpenAI without a key is a :class:`ConfigError`; any other server without a key gets the
     placeholder key ``"not-needed"``, since local servers ignore it.
 
-    No idle connection is kept between calls: the sync API runs each job in its own event
-    loop, and a pooled connection of a finished loop cannot be reused (a judge call lasts
-    seconds, so one connection setup per call costs little).
+    Connections are kept alive between calls, one set per event loop (see :mod:`._http`).
     """
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
@@ -99,7 +101,10 @@ class OpenAIJudge(Judge):
         api_key: SecretStr | None = Field(default=None, description="default: OPENAI_API_KEY")
         timeout_s: float = Field(default=60.0, gt=0, description="per HTTP request")
         max_retries: int = Field(
-            default=0, ge=0, description="SDK-level retries; 0 because the harness retries"
+            default=0,
+            ge=0,
+            description="retries of a connection that could not be opened; 0 "
+            "because the harness retries",
         )
         structured_output: StructuredOutput = Field(
             default="auto",
@@ -155,6 +160,9 @@ class OpenAIJudge(Judge):
         if per_endpoint is not None:
             self.max_concurrency = per_endpoint * len(self.base_urls)
         self._gate_max: int | None = None
+        for name, value in self._headers().items():
+            if any(c in name + value for c in "\r\n\0") or not name.strip():
+                raise ConfigError(f"the HTTP header {name[:40]!r} has a line break or no name")
 
     @classmethod
     def from_spec(cls, spec: str, **options: Any) -> OpenAIJudge:
@@ -246,8 +254,7 @@ class OpenAIJudge(Judge):
     async def _on(self, endpoint: Endpoint, request: JudgeRequest) -> JudgeReply:
         """The call on one endpoint, in the mode it takes; a refused mode is remembered and
         the same call re-sent in the next one (the same attempt, never a fallback)."""
-        import openai
-
+        transport = self._transport(endpoint)
         notes: list[str] = []
         epoch = endpoint.epoch
         await endpoint.limit.acquire()
@@ -265,16 +272,16 @@ class OpenAIJudge(Judge):
                     kind,
                 )
                 try:
-                    text = await self._client(endpoint).post(
-                        "/chat/completions", body=body_of(self.model, request, kind), cast_to=str
+                    content = await transport.post(
+                        "/chat/completions", body_of(self.model, request, kind)
                     )
-                    parsed = parse_completion(text)
-                except openai.APIStatusError as exc:
+                    parsed = parse_completion(content)
+                except StatusError as exc:
                     if kind != "none" and _is_refusal(exc):
                         notes.extend(self._refused(endpoint, kind, exc))
                         continue
                     raise self._failed(endpoint, exc, epoch) from exc
-                except (openai.OpenAIError, ValueError) as exc:  # ValueError: not a completion
+                except (HTTPFault, ValueError) as exc:  # ValueError: not a completion
                     raise self._failed(endpoint, exc, epoch) from exc
                 break
         except asyncio.CancelledError:
@@ -296,38 +303,34 @@ class OpenAIJudge(Judge):
             notes=tuple(notes),
         )
 
-    def _refused(self, endpoint: Endpoint, kind: Kind, exc: openai.APIStatusError) -> list[str]:
+    def _refused(self, endpoint: Endpoint, kind: Kind, exc: StatusError) -> list[str]:
         """Remember the refusal; raise when no allowed mode is left; a note the first time."""
         scrub_exception(exc, self._secrets())
         first = self.pool.refuse(endpoint, kind)
         following = choose_kind(self._ladder, endpoint.refused, has_schema=True)
-        detail = self._scrub(server_message(exc))
+        detail = self._scrub(server_message(exc.status, exc.text))
         where = self._where(endpoint)
         if following is None:
             raise ConfigError(
-                f"{where} rejects response_format {kind} (HTTP {exc.status_code}: {detail}); "
+                f"{where} rejects response_format {kind} (HTTP {exc.status}: {detail}); "
                 "use structured_output='auto' or 'none' with this server"
             ) from exc
         if not first:
             return []
         shown = _SHOWN[following]
         note = (
-            f"{where} refused structured output {kind} (HTTP {exc.status_code}: {detail}); "
+            f"{where} refused structured output {kind} (HTTP {exc.status}: {detail}); "
             f"this endpoint gets {shown} from now on"
         )
         logger.warning("%s", note)
         return [note]
 
-    def _failed(
-        self, endpoint: Endpoint, exc: openai.OpenAIError | ValueError, epoch: int
-    ) -> EvidexError:
+    def _failed(self, endpoint: Endpoint, exc: Exception, epoch: int) -> EvidexError:
         """Convert the error and record what it says about the endpoint."""
-        import openai
-
         error = self._convert(exc, endpoint)
         if isinstance(error, JudgeUnavailable):
             status = error.status
-            timeout = isinstance(exc, openai.APITimeoutError)
+            timeout = isinstance(exc, TimedOut)
             cool = None
             if status == 429 or (status is not None and error.retry_after_s is not None):
                 wait = _COOLDOWN_429_S if error.retry_after_s is None else error.retry_after_s
@@ -363,55 +366,47 @@ class OpenAIJudge(Judge):
         return JudgeUnavailable(message, retry_after_s=wait)
 
     async def aclose(self) -> None:
+        """Close the connections of the calling event loop (the others close with their
+        loops)."""
         for endpoint in self.pool.endpoints:
-            client, endpoint.client = endpoint.client, None
-            if client is not None:
-                await client.close()
+            if endpoint.transport is not None:
+                await endpoint.transport.aclose()
 
-    def _client(self, endpoint: Endpoint) -> openai.AsyncOpenAI:
-        if endpoint.client is None:
-            import openai  # lazily: the SDK takes about a second to import
-
-            default = openai.DEFAULT_CONNECTION_LIMITS  # the SDK's own HTTP library type
-            limits = type(default)(
-                max_connections=default.max_connections, max_keepalive_connections=0
-            )
-            key = self._api_key.get_secret_value()
-            endpoint.client = openai.AsyncOpenAI(
-                api_key=key,
-                base_url=endpoint.url,
-                timeout=self.options.timeout_s,
+    def _transport(self, endpoint: Endpoint) -> Transport:
+        if endpoint.transport is None:
+            endpoint.transport = Transport(
+                endpoint.url,
+                headers=self._headers(),
+                timeout_s=self.options.timeout_s,
                 max_retries=self.options.max_retries,
-                # set here so the lower-level post sends it on every SDK version
-                default_headers={"Authorization": f"Bearer {key}", **self.options.headers},
-                http_client=openai.DefaultAsyncHttpxClient(limits=limits),
+                keepalive=endpoint.max_limit,
             )
-        return endpoint.client
+        return endpoint.transport
 
     # ------------------------------------------------------------------ errors
 
-    def _convert(self, exc: openai.OpenAIError | ValueError, endpoint: Endpoint) -> EvidexError:
-        """The one place where SDK exceptions become evidex errors (scrubbed of secrets)."""
-        import openai
-
+    def _convert(self, exc: Exception, endpoint: Endpoint) -> EvidexError:
+        """The one place where transport and server errors become evidex errors (scrubbed of
+        secrets): the :class:`HTTPFault` kinds, and ``ValueError`` for a 2xx reply that is not
+        a chat completion."""
         scrub_exception(exc, self._secrets())
         where = self._where(endpoint)
-        if isinstance(exc, ValueError | openai.APIResponseValidationError):
+        if isinstance(exc, ValueError):
             return self._malformed(endpoint)
-        if isinstance(exc, openai.APITimeoutError):
+        if isinstance(exc, TimedOut):
             return JudgeUnavailable(f"{where} did not answer within {self.options.timeout_s:g}s")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = self._scrub(str(exc.__cause__ or exc)) or type(exc.__cause__).__name__
+        if isinstance(exc, Unreachable):
+            cause = self._scrub(str(exc)) or type(exc).__name__
             return JudgeUnavailable(f"cannot reach {where}: {cause}")
-        if isinstance(exc, openai.APIStatusError):
+        if isinstance(exc, StatusError):
             return self._convert_status(exc, where)
         return JudgeError(f"{where}: {self._scrub(str(exc))}")
 
-    def _convert_status(self, exc: openai.APIStatusError, where: str) -> EvidexError:
-        status = exc.status_code
-        detail = self._scrub(server_message(exc))
+    def _convert_status(self, exc: StatusError, where: str) -> EvidexError:
+        status = exc.status
+        detail = self._scrub(server_message(status, exc.text))
         if status in _RETRYABLE or status >= 500:
-            after = exc.response.headers.get("retry-after")
+            after = exc.retry_after
             wait = f", retry after {after}s" if after else ""
             return JudgeUnavailable(
                 f"{where} answered HTTP {status}{wait}: {detail}",
@@ -440,6 +435,16 @@ class OpenAIJudge(Judge):
         where = self._where(endpoint)
         return JudgeUnavailable(f"{where} answered something that is not a chat completion")
 
+    def _headers(self) -> dict[str, str]:
+        key = self._api_key.get_secret_value()
+        return {
+            "Authorization": f"Bearer {key}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "User-Agent": "evidex",
+            **self.options.headers,
+        }
+
     def _where(self, endpoint: Endpoint) -> str:
         return f"{self.judge_id} at {endpoint.public}"
 
@@ -453,6 +458,8 @@ class OpenAIJudge(Judge):
         return redact(text, self._secrets())
 
 
-def _is_refusal(exc: openai.APIStatusError) -> bool:
+def _is_refusal(exc: StatusError) -> bool:
     """A server refusing the structured-output mode, not failing: it names the field."""
-    return exc.status_code in _REFUSAL_STATUSES and bool(FORMAT_WORDS.search(server_message(exc)))
+    return exc.status in _REFUSAL_STATUSES and bool(
+        FORMAT_WORDS.search(server_message(exc.status, exc.text))
+    )

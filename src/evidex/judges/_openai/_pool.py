@@ -1,9 +1,10 @@
 """The endpoints of one ``openai:`` judge and how a call picks one.
 
-Each :class:`Endpoint` has its own HTTP client, circuit breaker, in-flight limit, count of
-outstanding calls, cooldown and structured-output state. :meth:`Pool.pick` sends a call to the
-endpoint with the fewest outstanding calls among those that may take one (breaker closed, or
-half-open and not probing yet; not cooling down after a 429), preferring one with a free slot.
+Each :class:`Endpoint` has its own connections (:mod:`._http`), circuit breaker, in-flight
+limit, count of outstanding calls, cooldown and structured-output state. :meth:`Pool.pick`
+sends a call to the endpoint with the fewest outstanding calls among those that may take one
+(breaker closed, or half-open and not probing yet; not cooling down after a 429), preferring
+one with a free slot.
 
 Adaptive concurrency (AIMD, as TCP does it): a 429 or a timeout halves the endpoint's limit,
 once per round of calls (a call that started before the last cut does not cut again), and a
@@ -25,7 +26,7 @@ from evidex.judges._openai._wire import public_url
 from evidex.limits import CircuitBreaker, InFlightLimit
 
 if TYPE_CHECKING:
-    import openai
+    from evidex.judges._openai._http import Transport
 
 __all__ = ["UNSIZED_LIMIT", "Endpoint", "Pool"]
 
@@ -61,7 +62,7 @@ class Endpoint:
         self.answered = 0
         self.failed = 0
         self._successes = 0
-        self.client: openai.AsyncOpenAI | None = None
+        self.transport: Transport | None = None
 
     def state(self) -> dict[str, Any]:
         """A snapshot for tests, logs and benchmarks (no credentials)."""

@@ -1,11 +1,9 @@
 """What goes over the wire: the request body, the structured-output modes, the reply, and the
-helpers that keep credentials out of every text (URLs, server error messages, SDK exceptions).
+helpers that keep credentials out of every text (URLs, server error messages, exceptions).
 
-The body is a plain dict sent through the SDK's lower-level ``post``: the SDK's request
-transformation walks every message and the whole schema on each call (about a third of the
-client's CPU per call at high concurrency), and our messages are already plain strings. The reply
-is read from the JSON text, so no response model is built either. The SDK still sends the
-request, so its error types (and their conversion in :mod:`._judge`) are unchanged.
+The body is serialised once per call, straight from our plain messages, and the reply is read
+from its JSON with only the fields a judge reply needs: no request or response models are
+built (:mod:`._http` says why the SDK is not used).
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
@@ -24,9 +22,6 @@ from pydantic import SecretStr
 from evidex.config import load_settings
 from evidex.errors import ConfigError
 from evidex.judging import JudgeRequest
-
-if TYPE_CHECKING:
-    import openai
 
 __all__ = [
     "FORMAT_WORDS",
@@ -51,8 +46,8 @@ __all__ = [
 
 OPENAI_URL = "https://api.openai.com/v1"
 PLACEHOLDER_KEY = "not-needed"
-"""Sent to servers that need no key (Ollama, llama.cpp, LM Studio, a bare vLLM): the SDK
-requires one, and these servers ignore it."""
+"""Sent to servers that need no key (Ollama, llama.cpp, LM Studio, a bare vLLM): these servers
+ignore it, and a proxy in front of one may insist on some Authorization header."""
 
 FORMAT_WORDS = re.compile(r"response_format|json_schema|json_object|structured output", re.I)
 
@@ -98,8 +93,8 @@ def response_format(kind: Kind, request: JudgeRequest) -> dict[str, Any] | None:
     }
 
 
-def body_of(model: str, request: JudgeRequest, kind: Kind) -> dict[str, Any]:
-    """The chat-completions body, built directly (no per-call SDK transformation)."""
+def body_of(model: str, request: JudgeRequest, kind: Kind) -> bytes:
+    """The chat-completions body as JSON bytes, serialised once."""
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -109,7 +104,7 @@ def body_of(model: str, request: JudgeRequest, kind: Kind) -> dict[str, Any]:
     fmt = response_format(kind, request)
     if fmt is not None:
         body["response_format"] = fmt
-    return body
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
 
 
 class ParsedReply:
@@ -133,9 +128,9 @@ class ParsedReply:
         self.model = str(model) if model else ""
 
 
-def parse_completion(text: str) -> ParsedReply:
-    """Read a chat completion from the response text; ``ValueError`` if it is not one."""
-    return ParsedReply(json.loads(text))
+def parse_completion(content: bytes) -> ParsedReply:
+    """Read a chat completion from the response body; ``ValueError`` if it is not one."""
+    return ParsedReply(json.loads(content))
 
 
 # ---------------------------------------------------------------------- credentials
@@ -168,26 +163,29 @@ def redact(text: str, secrets: Sequence[str]) -> str:
     return text
 
 
-def server_message(exc: openai.APIStatusError) -> str:
-    body = exc.body
-    if isinstance(body, Mapping):
-        message = body.get("message") or body.get("error") or body.get("detail")
+def server_message(status: int, text: str) -> str:
+    """What a server said in its error body: the OpenAI form ``{"error": {"message"}}``, the
+    FastAPI form ``{"detail"}``, a bare string, else the text itself."""
+    try:
+        body = json.loads(text)
+    except ValueError:
+        return text.strip() or f"HTTP {status}"
+    data = body.get("error", body) if isinstance(body, dict) else body
+    if isinstance(data, Mapping):
+        message = data.get("message") or data.get("error") or data.get("detail")
         if message:
             return str(message)
-    return str(exc.message)
+    elif isinstance(data, str) and data:
+        return data
+    return f"HTTP {status} - {body}"
 
 
 def scrub_exception(exc: BaseException, secrets: Sequence[str]) -> None:
-    """Remove secrets a server echoed into an SDK exception, which stays chained to ours."""
-    if not secrets:
-        return
-    import openai
-
-    exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
-    if isinstance(getattr(exc, "message", None), str):
-        exc.message = redact(exc.message, secrets)  # type: ignore[attr-defined]
-    if isinstance(exc, openai.APIError) and isinstance(exc.body, Mapping):
-        exc.body = {k: redact(v, secrets) if isinstance(v, str) else v for k, v in exc.body.items()}
+    """Remove secrets a server echoed into an exception, which stays chained to ours."""
+    if secrets:
+        exc.args = tuple(redact(a, secrets) if isinstance(a, str) else a for a in exc.args)
+        if isinstance(getattr(exc, "text", None), str):
+            exc.text = redact(exc.text, secrets)  # type: ignore[attr-defined]
 
 
 def retry_after_seconds(value: str | None) -> float | None:
