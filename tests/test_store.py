@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -170,3 +175,63 @@ def test_a_library_call_without_a_store_says_once_where_its_log_goes(
     message = said[0].getMessage()
     assert "raw judge output" in message and 'store="sqlite://"' in message
     assert (tmp_path / "default.db").exists()
+
+
+def test_audit_rows_commit_in_queue_order_without_a_flush_within_the_linger(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "linger.db"
+    store = open_store(f"sqlite:///{path}")
+    for i in range(50):
+        store.append_audit(AuditRecord(run_id=f"r{i:02d}", job="tier", status="ok"))
+
+    def committed() -> list[tuple[int, str]]:  # read by another connection: no flush first
+        with sqlite3.connect(path) as conn:
+            return conn.execute("SELECT id, run_id FROM audit_log ORDER BY id").fetchall()
+
+    deadline = time.monotonic() + 5
+    while len(committed()) < 50 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    rows = committed()
+    assert [run_id for _, run_id in rows] == [f"r{i:02d}" for i in range(50)]  # queue order
+    assert [i for i, _ in rows] == sorted(i for i, _ in rows)
+    store.close()
+
+
+_KILLED_WRITER = """
+import os, signal, sys
+from evidex.harness.events import AuditRecord
+from evidex.store import open_store
+store = open_store(sys.argv[1])
+for i in range(200):
+    store.append_audit(AuditRecord(run_id=f"c{i:03d}", job="tier", status="ok"))
+store.flush()  # these 200 are committed
+for i in range(200):
+    store.append_audit(AuditRecord(run_id=f"q{i:03d}", job="tier", status="ok"))
+os.kill(os.getpid(), signal.SIGKILL)  # queued, maybe not committed
+"""
+
+
+def test_a_kill_9_loses_no_committed_audit_row(tmp_path: Path) -> None:
+    path = tmp_path / "killed.db"
+    done = subprocess.run(
+        [sys.executable, "-c", _KILLED_WRITER, f"sqlite:///{path}"], check=False, timeout=60
+    )
+    assert done.returncode == -signal.SIGKILL
+    store = open_store(f"sqlite:///{path}")
+    rows = [r["run_id"] for r in store.audit_rows()]
+    assert rows[:200] == [f"c{i:03d}" for i in range(200)]
+    assert rows[200:] == [f"q{i:03d}" for i in range(len(rows) - 200)]  # a prefix, in order
+    store.close()
+
+
+def test_close_commits_every_queued_row(tmp_path: Path) -> None:
+    path = tmp_path / "closed.db"
+    store = open_store(f"sqlite:///{path}")
+    for i in range(20):
+        store.append_audit(AuditRecord(run_id=f"r{i}", job="tier", status="ok"))
+    started = time.monotonic()
+    store.close()
+    assert time.monotonic() - started < 5
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (20,)
