@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import ssl
+import zlib
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -227,7 +229,8 @@ class Transport:
         self._host = parts.hostname
         self._port = parts.port or (443 if self._tls else 80)
         self._path = parts.path.rstrip("/")
-        host_header = parts.hostname if parts.port is None else f"{parts.hostname}:{parts.port}"
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname  # IPv6
+        host_header = host if parts.port is None else f"{host}:{parts.port}"
         lines = [f"Host: {host_header}", "Connection: keep-alive"]
         lines += [f"{name}: {value}" for name, value in headers.items()]
         self._header_block = ("\r\n".join(lines) + "\r\n").encode("latin-1")
@@ -246,10 +249,17 @@ class Transport:
         head = f"POST {self._path}{path} HTTP/1.1\r\nContent-Length: {len(body)}\r\n"
         request = head.encode("latin-1") + self._header_block + b"\r\n" + body
         response = await self._send(loop, request, deadline)
+        body = response.body
+        encoding = response.headers.get("content-encoding", "identity").lower()
+        if encoding in ("gzip", "deflate"):  # not asked for, but a proxy may send it
+            try:
+                body = zlib.decompress(body, 47)  # gzip or zlib, told apart by the header
+            except zlib.error as exc:
+                raise Unreachable(f"a {encoding} body that does not decompress: {exc}") from exc
         if response.status >= 300:
-            text = response.body.decode("utf-8", "replace")
+            text = body.decode("utf-8", "replace")
             raise StatusError(response.status, text, response.headers.get("retry-after"))
-        return response.body
+        return body
 
     async def _send(
         self, loop: asyncio.AbstractEventLoop, request: bytes, deadline: float
@@ -305,8 +315,18 @@ class Transport:
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _ssl_context(self) -> ssl.SSLContext:
+        """The system's trust store when ``SSL_CERT_FILE``/``SSL_CERT_DIR`` name one, else
+        certifi's bundle where it is installed (as the SDK used), else the system's."""
         if self._ssl is None:
-            self._ssl = ssl.create_default_context()
+            cafile = None
+            if not (os.environ.get("SSL_CERT_FILE") or os.environ.get("SSL_CERT_DIR")):
+                try:
+                    import certifi
+
+                    cafile = certifi.where()
+                except ImportError:
+                    pass
+            self._ssl = ssl.create_default_context(cafile=cafile)
         return self._ssl
 
     def _forget_closed_loops(self) -> None:

@@ -436,14 +436,18 @@ class OpenAIJudge(Judge):
         return JudgeUnavailable(f"{where} answered something that is not a chat completion")
 
     def _headers(self) -> dict[str, str]:
+        """What every request sends; a header of the options replaces ours of the same name
+        (names compare without case, as HTTP does)."""
         key = self._api_key.get_secret_value()
-        return {
+        ours = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
             "Accept": "application/json",
             "User-Agent": "evidex",
-            **self.options.headers,
         }
+        given = {name.lower() for name in self.options.headers}
+        kept = {name: value for name, value in ours.items() if name.lower() not in given}
+        return kept | dict(self.options.headers)
 
     def _where(self, endpoint: Endpoint) -> str:
         return f"{self.judge_id} at {endpoint.public}"
