@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges._options import parse_options
+from evidex.judges._qwen_audit import AUDIT_PAYLOADS, SCORING_VERSION, AuditScorer, model_grade
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
 from evidex.judges._qwen_grades import GRADE_PROMPT_VERSION, GRADED_PAYLOADS, grade_reply
 from evidex.judges._qwen_score import CandidateScores, score_candidates
@@ -207,6 +208,7 @@ class LlamaJudge(Judge):
         if self.options.mode == "score":
             out["grade_prompt"] = GRADE_PROMPT_VERSION
             out["snippets"] = self._snippets.model_version
+            out["audit_scoring"] = SCORING_VERSION
         return out
 
     @functools.cached_property
@@ -338,12 +340,25 @@ class LlamaJudge(Judge):
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         cancelled = threading.Event()
         graded = self.options.mode == "score" and isinstance(request.payload, GRADED_PAYLOADS)
-        answer = self._grade if graded else self._complete
+        audited = self.options.mode == "score" and isinstance(request.payload, AUDIT_PAYLOADS)
+        answer = self._audit if audited else self._grade if graded else self._complete
         try:
             return await asyncio.to_thread(answer, request, cancelled)
         except asyncio.CancelledError:
             cancelled.set()  # a call still waiting for the model lock then never starts
             raise
+
+    def _audit(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
+        """Score mode, audit: code splits and quotes, the model grades (see ``_qwen_audit``)."""
+
+        def probabilities(messages: Sequence[Message], candidates: Sequence[str]) -> Any:
+            if cancelled.is_set():
+                raise JudgeUnavailable(f"{self.judge_id} call cancelled")
+            return self.class_probabilities(messages, candidates)
+
+        scorer = AuditScorer(model_grade(probabilities), self._snippets.embed, name=self.judge_id)
+        text = scorer.reply_text(request.payload)
+        return JudgeReply(text=text, model_version=self.model_version)
 
     def _grade(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
         """Score mode: a grading prompt per passage, the grade read from the distribution."""
