@@ -6,7 +6,7 @@
 A scripted OpenAI-compatible server (``bench/_loopback_judge.py``, its own process on loopback)
 answers every chat completion after ``--latency-ms`` with a valid tier reply for the passages
 of the request. The real tier job (``evidex.jobs.tier.atier``) grades ``--passages`` synthetic
-passages of one query in batches of 10 through ``openai:bench-model`` and the real SDK, cache
+passages of one query in batches of 10 through ``openai:bench-model`` (its real HTTP path), cache
 off, an in-memory store, once per concurrency C: ``HarnessSettings(max_concurrency=C)`` and,
 where the judge has one, its own in-flight limit (``judge.max_concurrency = C``). A fresh judge
 and store serve each run; one unmeasured batch first warms up imports and the server.
@@ -14,7 +14,9 @@ and store serve each run; one unmeasured batch first warms up imports and the se
 Reported per C (medians over ``--repeats`` runs): judge calls; wall seconds; the ideal
 ``ceil(calls / C) × latency`` (what a client with no overhead of its own would take); wall /
 ideal; the client's CPU milliseconds per call (``time.process_time`` over the job, which runs
-alone in this process: the server's CPU is its own process's); the peak of requests in flight
+alone in this process: the server's CPU is its own process's), split into the tier step's own
+work (building the prompt, validating the reply: :class:`TaskCpu`) and the rest, the harness's
+and the client's (audit rows, cache keys, HTTP, the event loop); the peak of requests in flight
 at the server (the highest of the runs); fallback passages (0 unless something is wrong).
 ``--label`` names the code measured (e.g. before / after) so that two sections can be compared;
 figures go to docs/benchmarks.md, section ``api_path`` (``api_path_LABEL`` with a label).
@@ -44,6 +46,7 @@ from evidex.harness.runner import HarnessSettings
 from evidex.jobs.tier import atier
 from evidex.judges import get_judge
 from evidex.store import open_store
+from evidex.tasks.tier import TierStep
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -66,6 +69,7 @@ class Run:
     calls: int
     wall_s: float
     cpu_s: float
+    task_cpu_s: float
     peak: int
     server_requests: int
     unreadable: int
@@ -89,9 +93,16 @@ def synthetic_passages(n: int) -> list[Passage]:
 class LoopbackJudgeServer:
     """The scripted server, run as a child process for the length of a ``with`` block."""
 
-    def __init__(self, latency_ms: float) -> None:
+    def __init__(self, latency_ms: float, *extra: str) -> None:
+        """``extra``: more arguments of the server (``--grades``, ``--queries``)."""
         self.proc = subprocess.Popen(
-            [sys.executable, str(HERE / "_loopback_judge.py"), "--latency-ms", str(latency_ms)],
+            [
+                sys.executable,
+                str(HERE / "_loopback_judge.py"),
+                "--latency-ms",
+                str(latency_ms),
+                *extra,
+            ],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -164,6 +175,7 @@ async def run_once(
     store = open_store("sqlite://")
     settings = HarnessSettings(max_concurrency=concurrency, use_cache=False)
     server.reset()
+    task_cpu.take()
     try:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         result = await atier(
@@ -180,12 +192,44 @@ async def run_once(
         calls=result.judge_calls,
         wall_s=wall,
         cpu_s=cpu,
+        task_cpu_s=task_cpu.take(),
         peak=stats["peak_in_flight"],
         server_requests=stats["requests"],
         unreadable=stats["unreadable"],
         fallbacks=sum(a.source == "fallback" for a in result.classifications),
         passages_back=len({a.passage_id for a in result.classifications}),
     )
+
+
+class TaskCpu:
+    """CPU seconds spent in the tier step's own work: building each request (the prompt) and
+    validating each reply (verbatim snippet checks). They run on the event loop's thread,
+    so ``time.thread_time`` around them counts them exactly; the rest of a call's CPU is the
+    harness's and the client's."""
+
+    def __init__(self) -> None:
+        self.total = 0.0
+
+    def wrap(self, cls: Any, name: str) -> None:
+        inner = getattr(cls, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                self.total += time.thread_time() - started
+
+        setattr(cls, name, timed)
+
+    def take(self) -> float:
+        total, self.total = self.total, 0.0
+        return total
+
+
+task_cpu = TaskCpu()
+task_cpu.wrap(TierStep, "request")
+task_cpu.wrap(TierStep, "validate")
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -220,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(
                     f"C={c} run {i + 1}/{args.repeats}: {run.calls} calls "
                     f"({run.server_requests} at the server), {run.wall_s:.2f} s wall, "
-                    f"{1000 * run.cpu_s / max(1, run.calls):.2f} ms CPU/call, peak in flight "
+                    f"{1000 * run.cpu_s / max(1, run.calls):.2f} ms CPU/call (task "
+                    f"{1000 * run.task_cpu_s / max(1, run.calls):.2f}), peak in flight "
                     f"{run.peak}, {run.fallbacks} fallbacks, {run.unreadable} unreadable",
                     flush=True,
                 )
@@ -232,7 +277,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     label = f" ({args.label})" if args.label else ""
     body = "\n".join(
         [
-            f"Code measured{label}: the tier job over `openai:bench-model` and the real SDK, "
+            f"Code measured{label}: the tier job over `openai:bench-model` (its real HTTP path), "
             f"{args.passages} synthetic passages of one query in batches of {BATCH}, cache off, "
             f"in-memory store; the loopback server (`bench/_loopback_judge.py`, its own "
             f"process) answers each call after {args.latency_ms:g} ms with a valid reply. "
@@ -247,8 +292,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{os.cpu_count()} cores, {platform.python_implementation()}.",
             "",
             "| C | calls | wall s | ideal s | wall / ideal | client CPU ms / call "
-            "| peak in flight | fallbacks |",
-            "|---|---|---|---|---|---|---|---|",
+            "| of which the task's | harness + client | peak in flight | fallbacks |",
+            "|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
@@ -266,8 +311,11 @@ def row(c: int, runs: Sequence[Run], latency_s: float) -> str:
     wall = med([r.wall_s for r in runs])
     ideal = math.ceil(calls / c) * latency_s
     cpu_ms = med([1000 * r.cpu_s / max(1, r.calls) for r in runs])
+    task_ms = med([1000 * r.task_cpu_s / max(1, r.calls) for r in runs])
+    rest_ms = med([1000 * (r.cpu_s - r.task_cpu_s) / max(1, r.calls) for r in runs])
     return (
         f"| {c} | {calls} | {wall:.2f} | {ideal:.2f} | {wall / ideal:.2f} | {cpu_ms:.2f} "
+        f"| {task_ms:.2f} | {rest_ms:.2f} "
         f"| {max(r.peak for r in runs)} | {sum(r.fallbacks for r in runs)} |"
     )
 
