@@ -81,7 +81,9 @@ class LlamaOptions(BaseModel):
     short prompt per passage, the tier read from the model's distribution over the tier
     names, nothing generated; the justification gives that distribution and the
     snippet is the best-matching sentence by ``local:minilm`` (a heuristic, named as one; see
-    :mod:`evidex.judges._qwen_grades`). The other jobs always generate."""
+    :mod:`evidex.judges._qwen_grades`). The audit in ``score`` mode: code splits the answer
+    and quotes the encoder's candidate sentences, the model grades each claim by two Yes/No
+    prompts (see :mod:`evidex.judges._qwen_audit`). Classify always generates."""
     n_ctx: int = Field(default=4096, ge=1024, le=32768)
     """Context window in tokens. 4096 holds a tier batch of 5 with its re-asks."""
     n_threads: int | None = Field(default=None, ge=1)
