@@ -153,6 +153,7 @@ def test_a_figure_the_evidence_gives_otherwise_is_a_contradiction_whatever_the_g
     (graded,) = ClassifyStep().validate(batch, reply).claims
     assert graded.classification == "unsupported" and graded.contradicted
     assert "'60 seconds'" in graded.explanation and "'30 seconds'" in graded.explanation
+    assert "no grading call" in graded.explanation
     assert graded.contradicting_quote == "Pods get a grace period of 30 seconds by default."
 
 
@@ -301,3 +302,20 @@ def test_a_bound_is_no_figure_conflict() -> None:
     found = figure_conflict("The grace period is 60 seconds.", evidence)
     assert found is not None and found[:2] == ("60 seconds", "30 seconds")
     assert figure_conflict("Bananas ripen in 60 seconds.", evidence) is None, "no shared topic"
+
+
+@pytest.mark.slow
+def test_real_score_mode_audit_passes_its_checks_and_catches_the_figure(
+    qwen: Any, store: Any
+) -> None:
+    from evidex.judges._qwen import QwenJudge, QwenOptions
+
+    judge = QwenJudge(options=QwenOptions(mode="score", n_ctx=qwen.options.n_ctx))
+    result = evidex.audit(ANSWER, PASSAGES, judge=judge, store=store)
+    assert result.source == "judge" and result.judge_calls == 1, "no re-ask, no fallback"
+    assert all(ANSWER[c.start : c.end] == c.claim_text for c in result.claims)
+    assert len(result.claims) == 4
+    by_figure = {c.claim_text: c for c in result.claims}
+    sixty = by_figure["The grace period is 60 seconds by default."]
+    assert sixty.contradicted and result.decision.decision == "block"
+    assert all(c.explanation.startswith("heuristic") for c in result.claims)

@@ -242,6 +242,17 @@ class AuditScorer:
                 explanation="heuristic: the context is empty, so nothing supports the claim "
                 "(no grading call)",
             )
+        conflict = figure_conflict(claim, evidence)
+        if conflict is not None:
+            mine, theirs, sentence = conflict
+            return _item(
+                "unsupported",
+                explanation=f"heuristic, by code (no grading call): contradicted, the claim "
+                f"says {mine!r} where {sentence.passage_id} says {theirs!r}; "
+                f"{len(evidence)} candidate sentence(s) picked by MiniLM cosine",
+                contradicted=True,
+                contradicting_quote=sentence.text,
+            )
         probs = self._grade(claim, evidence)
         level = self.cuts.level(probs)
         shown = ", ".join(f"{c} {float(p):.2f}" for c, p in probs.items())
@@ -251,16 +262,6 @@ class AuditScorer:
             f"{len(evidence)} candidate sentence(s) picked by MiniLM cosine "
             f"(best {evidence[0].score:.2f})"
         )
-        conflict = figure_conflict(claim, evidence)
-        if conflict is not None:
-            mine, theirs, sentence = conflict
-            return _item(
-                "unsupported",
-                explanation=f"{why}; contradicted by code: the claim says {mine!r} where "
-                f"{sentence.passage_id} says {theirs!r}",
-                contradicted=True,
-                contradicting_quote=sentence.text,
-            )
         if level == "contradicted":
             best = evidence[0]
             return _item(
@@ -272,7 +273,7 @@ class AuditScorer:
             )
         if level == "unsupported":
             return _item("unsupported", explanation=why)
-        quotes = _resting_quotes(claim, evidence, level)
+        quotes = _resting_quotes(claim, evidence)
         texts = [q.text for q in quotes]
         if level == "fully_supported":
             lacking = number_errors("", claim, texts) or word_overlap_error("", claim, texts)
@@ -302,7 +303,7 @@ class AuditScorer:
         )
 
 
-def _resting_quotes(claim: str, evidence: Sequence[Evidence], level: str) -> list[Evidence]:
+def _resting_quotes(claim: str, evidence: Sequence[Evidence]) -> list[Evidence]:
     """The candidates a supported grade rests on: the best match, the others that share a
     content word with the claim, and those carrying its figures."""
     words = content_words(claim)
