@@ -263,14 +263,15 @@ class OpenAIJudge(Judge):
                 kind = choose_kind(self._ladder, endpoint.refused, bool(request.schema))
                 if kind is None:  # another call saw the last allowed mode refused
                     raise ConfigError(f"{self._where(endpoint)} refuses every allowed mode")
-                logger.debug(
-                    "%s: %s attempt %d at temperature %g (%s)",
-                    self._where(endpoint),
-                    request.step or request.job,
-                    request.attempt,
-                    request.temperature,
-                    kind,
-                )
+                if logger.isEnabledFor(logging.DEBUG):
+                    logger.debug(
+                        "%s: %s attempt %d at temperature %g (%s)",
+                        self._where(endpoint),
+                        request.step or request.job,
+                        request.attempt,
+                        request.temperature,
+                        kind,
+                    )
                 try:
                     content = await transport.post(
                         "/chat/completions", body_of(self.model, request, kind)

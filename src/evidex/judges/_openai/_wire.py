@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import email.utils
+import functools
 import json
 import os
 import re
@@ -86,11 +87,17 @@ def response_format(kind: Kind, request: JudgeRequest) -> dict[str, Any] | None:
         return {"type": "json_object"}
     if kind == "json_object_schema":
         return {"type": "json_object", "schema": dict(request.schema)}
-    name = re.sub(r"[^A-Za-z0-9_-]", "_", request.step or request.job)[:50] + "_reply"
+    name = _schema_name(request.step or request.job)
     return {
         "type": "json_schema",
         "json_schema": {"name": name, "schema": dict(request.schema), "strict": False},
     }
+
+
+@functools.lru_cache(maxsize=256)
+def _schema_name(step: str) -> str:
+    """The schema's name as the API allows it; a handful of steps, so computed once each."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", step)[:50] + "_reply"
 
 
 def body_of(model: str, request: JudgeRequest, kind: Kind) -> bytes:
