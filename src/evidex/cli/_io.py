@@ -353,7 +353,7 @@ def make_judge(
     options: dict[str, Any] = dict(judge_options(option_pairs))
     endpoints = endpoint_options(base_url)
     if endpoints:
-        if not spec.startswith("openai:"):
+        if not spec.startswith(("openai:", "cascade:")):  # a cascade routes it to a stage
             raise ConfigError(f"--base-url applies to openai: judges only, not to {spec!r}")
         options.update(endpoints)
     judge = resolve_judge(spec, job, **options)

@@ -242,17 +242,35 @@ def calibrate_command(
     seed: SeedOpt = 0,
     output: OutOpt = None,
     tiers: TiersOpt = None,
+    target: Annotated[
+        float,
+        typer.Option(
+            "--target",
+            min=0.0,
+            help="Cascade judges: the kappa the cascade may lose against its expensive stage "
+            "alone; the band that sends the fewest items within it is fitted.",
+        ),
+    ] = 0.02,
 ) -> None:
     """Measure a judge against a golden set, show which tier boundaries cause disagreements,
-    fit cut points for score-based judges, and record judge/model/prompt versions."""
+    fit cut points for score-based judges (the uncertain band for cascade judges), and record
+    judge/model/prompt versions."""
     if job != "tier":
         raise ConfigError(f"calibration is implemented for the tier job, not {job!r}")
     out = output or Path(f"reports/calibration-{job}")
     with _judged(flags, f"calibrate {job}") as run:
         record = calibrate_tier(
-            golden, out_dir=out, sample=sample, options=_options(seed, tiers), **run
+            golden,
+            out_dir=out,
+            sample=sample,
+            options=_options(seed, tiers),
+            target=target,
+            **run,
         )
     console = Console(stderr=True)
+    if (record.get("fitted") or {}).get("band_file"):
+        _print_band(console, record)
+        return
     console.print(
         Text(
             f"kappa {fmt_value(record['kappa'])}, linear-weighted "
@@ -292,6 +310,27 @@ def calibrate_command(
             f"evidex eval tier --calibration {out / CALIBRATION_FILE} (the default for "
             "reports/calibration-tier) warns when the judge, its model or the prompt has "
             "changed since: then calibrate again"
+        )
+    )
+
+
+def _print_band(console: Console, record: dict[str, Any]) -> None:
+    fitted = record["fitted"]
+    console.print(
+        Text(
+            f"band [{fitted['low']}, {fitted['high']}): kappa {fmt_value(fitted['kappa'])} "
+            f"(expensive alone {fmt_value(fitted['kappa_expensive'])}), "
+            f"{fmt_value(fitted['share_sent'])} of the items sent on; two-fold by query: kappa "
+            f"{fmt_value(fitted['kappa_two_fold'])}, {fmt_value(fitted['share_sent_two_fold'])} "
+            f"sent ({record['judge_id']})"
+        )
+    )
+    for warning in record.get("warnings", []):
+        console.print(Text(f"warning: {warning}", style="yellow"))
+    console.print(
+        Text(
+            f"wrote {fitted['band_file']} and {Path(fitted['band_file']).parent / CALIBRATION_FILE}"
+            f"; to grade with this band, add --judge-option band_path={fitted['band_file']}"
         )
     )
 

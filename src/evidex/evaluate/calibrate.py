@@ -19,6 +19,7 @@ import numpy as np
 
 from evidex.evaluate import metrics as m
 from evidex.evaluate._util import jsonable
+from evidex.evaluate.calibrate_cascade import acalibrate_cascade
 from evidex.evaluate.calibration import (
     CALIBRATION_FILE,
     calibration_record,
@@ -31,6 +32,7 @@ from evidex.evaluate.registry import EvalOptions
 from evidex.evaluate.run import aevaluate, load_records
 from evidex.harness.ports import StorePort
 from evidex.jobs import resolve_judge, sync_of
+from evidex.judges.cascade import CascadeJudge
 from evidex.judging import Judge
 
 __all__ = ["acalibrate_tier", "calibrate_tier"]
@@ -46,6 +48,7 @@ async def acalibrate_tier(
     sample: int | None = None,
     options: EvalOptions | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    target: float = 0.02,
 ) -> dict[str, Any]:
     """Evaluate ``judge`` on the golden set (report in ``out_dir``), then fit cut points when it
     can score, and write ``calibration.json`` (plus ``thresholds.json`` for a judge that reads
@@ -53,10 +56,26 @@ async def acalibrate_tier(
 
     The fit is in-sample, so it flatters; the record also gives a two-fold estimate by query
     (fit on one half of the queries, measure on the other, and the other way round).
+
+    A cascade judge (``cascade:CHEAP,EXPENSIVE``) has its uncertain band fitted instead: the
+    fewest items sent on with kappa within ``target`` of the expensive judge alone (see
+    :mod:`evidex.evaluate.calibrate_cascade`).
     """
     options = options or EvalOptions()
     out = Path(out_dir)
     the_judge = resolve_judge(judge, "tier", **dict(judge_options or {}))
+    if isinstance(the_judge, CascadeJudge):
+        out.mkdir(parents=True, exist_ok=True)
+        return await acalibrate_cascade(
+            golden,
+            the_judge,
+            store=store,
+            out=out,
+            sample=sample,
+            options=options,
+            target=target,
+            on_progress=on_progress,
+        )
     scorable = callable(getattr(the_judge, "score", None))
     _, records = load_records("tier", golden, options, sample=sample)
     # One progress count over both phases: the evaluation's batches, then (for a judge that

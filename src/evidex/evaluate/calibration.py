@@ -33,6 +33,7 @@ __all__ = [
     "CALIBRATION_FILE",
     "calibration_record",
     "check_calibration",
+    "fit_band",
     "fit_thresholds",
     "tier_of_score",
 ]
@@ -116,6 +117,71 @@ def fit_thresholds(
                 best, best_kappa = trial[int(np.nanargmax(found))].copy(), float(np.nanmax(found))
                 improved = True
     return [float(uniq[p - 1]) for p in best[::-1]], best_kappa
+
+
+def fit_band(
+    scores: Sequence[float],
+    cheap: Sequence[int],
+    expensive: Sequence[int],
+    gold: Sequence[int],
+    n_labels: int,
+    *,
+    target: float = 0.02,
+    candidates: int = 100,
+) -> dict[str, float]:
+    """The cascade band ``[low, high)`` that sends the fewest items to the expensive judge
+    while the cascade's kappa against ``gold`` stays within ``target`` of the expensive
+    judge's own.
+
+    ``cheap`` and ``expensive`` are each stage's label index per item (0 = most relevant);
+    an item scored inside the band takes the expensive label, the others the cheap one. The
+    bounds are tried at ``candidates`` score quantiles and at ±infinity (so sending every item,
+    which meets any target of at least 0, is always a choice); ties in the share sent keep the
+    higher kappa, then the earlier choice: the fit is deterministic.
+    """
+    values = np.asarray(scores, dtype=float)
+    if not len(values) or not len(values) == len(cheap) == len(expensive) == len(gold):
+        raise ValueError("scores and the three label lists must be non-empty and equally long")
+    grid = np.quantile(values, np.linspace(0, 1, candidates + 1), method="lower")
+    lows = np.unique(np.concatenate([[-np.inf], grid]))
+    highs = np.unique(np.concatenate([lows[1:], [np.inf]]))
+    cheap_a, exp_a, gold_a = (np.asarray(x, dtype=int) for x in (cheap, expensive, gold))
+    n = n_labels
+    best: tuple[float, float, float, float] | None = None  # (share, -kappa, low, high)
+    alone = float(_kappas(_confusions(gold_a[None, :], exp_a[None, :], n), None)[0])
+    for low in lows:
+        ups = highs[highs >= low]
+        inside = (values[None, :] >= low) & (values[None, :] < ups[:, None])
+        predicted = np.where(inside, exp_a[None, :], cheap_a[None, :])
+        kappas = _kappas(_confusions(gold_a[None, :], predicted, n), None)
+        shares = inside.mean(axis=1)
+        for share, kappa, high in zip(shares, kappas, ups, strict=True):
+            if np.isnan(kappa) or kappa < alone - target - 1e-12:
+                continue
+            choice = (float(share), -float(kappa), float(low), float(high))
+            if best is None or choice[:2] < best[:2]:
+                best = choice
+    if best is None:  # only when the expensive judge's own kappa is undefined
+        raise ValueError("kappa is undefined for every band (a single label?)")
+    share, neg_kappa, low, high = best
+    return {
+        "low": low,
+        "high": high,
+        "kappa": -neg_kappa,
+        "kappa_expensive": alone,
+        "share_sent": share,
+        "target": target,
+    }
+
+
+def _confusions(
+    gold: npt.NDArray[np.int_], predicted: npt.NDArray[np.int_], n: int
+) -> npt.NDArray[np.float64]:
+    """Confusion matrices (gold × predicted) of each row of ``predicted``."""
+    rows = predicted.shape[0]
+    flat = (np.arange(rows)[:, None] * n * n + gold * n + predicted).ravel()
+    counts = np.bincount(flat, minlength=rows * n * n).reshape(rows, n, n)
+    return counts.astype(float)
 
 
 def _kappas(confusion: npt.NDArray[np.float64], weights: m.Weights) -> npt.NDArray[np.float64]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from pydantic import Field
@@ -20,6 +21,7 @@ from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
+from evidex.jobs._cascade import CascadeReport, cascade_tiers
 from evidex.jobs._common import (
     QueryInput,
     RunOptions,
@@ -28,6 +30,7 @@ from evidex.jobs._common import (
     prompt_template,
     sync_of,
 )
+from evidex.judges.cascade import CascadeJudge
 from evidex.judging import Judge
 from evidex.preflight import (
     Prepared,
@@ -57,6 +60,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "CascadeReport",
     "TierAssignment",
     "TierCall",
     "TierExample",
@@ -107,6 +111,8 @@ class TierResult(JobResult):
     scheme: TierScheme
     passages: list[Passage] = Field(repr=False)
     review_item_ids: list[int] = Field(default_factory=list)
+    cascade: CascadeReport | None = None
+    """With a cascade judge: how its stages split the passages and what that saved."""
 
     def tier_of(self, passage_id: str) -> str:
         for a in self.classifications:
@@ -195,16 +201,24 @@ class TierSpec:
     async def execute(self, plan: Plan[_Prepared], run: JobRun) -> TierResult:
         passages = plan.data.prepared.passages
         size = self.batch_size
-        batches = [
-            self.batch(plan.query, passages[i : i + size]) for i in range(0, len(passages), size)
-        ]
-        outcomes = await run.map(TierStep(self.template), batches)
+        step = TierStep(self.template)
+        report: CascadeReport | None = None
         by_id: dict[str, TierAssignment] = {}
-        for outcome in outcomes:
-            for a in outcome.value.classifications:
-                by_id[a.passage_id] = a.model_copy(update={"source": outcome.source_of(a.source)})
-            for warning in outcome.value.warnings:
-                run.note(warning)
+        if isinstance(run.judge, CascadeJudge):
+            by_id, report = await cascade_tiers(
+                run.judge, run, plan.query, passages, partial(self.batch, plan.query), step, size
+            )
+        else:
+            batches = [
+                self.batch(plan.query, passages[i : i + size])
+                for i in range(0, len(passages), size)
+            ]
+            for outcome in await run.map(step, batches):
+                for a in outcome.value.classifications:
+                    source = outcome.source_of(a.source)
+                    by_id[a.passage_id] = a.model_copy(update={"source": source})
+                for warning in outcome.value.warnings:
+                    run.note(warning)
         for dup, original in plan.data.prepared.duplicates.items():
             by_id[dup] = by_id[original].model_copy(
                 update={"passage_id": dup, "duplicate_of": original}
@@ -218,6 +232,7 @@ class TierSpec:
             scheme=self.scheme,
             passages=plan.data.items,
             events=[*plan.events, *run.events],
+            cascade=report,
             **run.provenance(self.template.version),
         )
 

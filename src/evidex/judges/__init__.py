@@ -1,12 +1,14 @@
 """Judge backends, chosen by spec string (``openai:gpt-4o-mini``, ``local:minilm``).
 
 What lives here: the backends behind :class:`~evidex.judging.Judge` (``openai:``,
-``local:minilm``, ``local:qwen``) and :mod:`evidex.judges.scoring` (the scoring capability and
-its adapter). This is the only package that imports a vendor SDK or a model runtime (openai,
-onnxruntime, onnx, tokenizers, llama-cpp-python, bm25s), and only inside the backend that needs
-it, which the registry imports on first use: ``import evidex`` loads none of them. Public: this
-module, :mod:`evidex.judges.scoring` and :mod:`evidex.judges.minilm`; modules whose name starts
-with ``_`` are private to the package and imported by no other package.
+``local:minilm``, ``local:qwen``), :mod:`evidex.judges.scoring` (the scoring capability and
+its adapter) and :mod:`evidex.judges.cascade` (a judge of two judges). This is the only package
+that imports a vendor SDK or a model runtime (openai, onnxruntime, onnx, tokenizers,
+llama-cpp-python, bm25s), and only inside the backend that needs it, which the registry
+imports on first use: ``import evidex`` loads none of them. Public: this module,
+:mod:`evidex.judges.scoring`, :mod:`evidex.judges.cascade` and :mod:`evidex.judges.minilm`;
+modules whose name starts with ``_`` are private to the package and imported by no other
+package.
 
 What it may import: :mod:`evidex.judging`, :mod:`evidex.errors`, :mod:`evidex.types`, the
 types of :mod:`evidex.tasks` and :mod:`evidex._text`; never ``jobs``, ``harness``, ``cli``,
@@ -35,6 +37,7 @@ JUDGES: dict[str, str] = {
     "local:qwen": "evidex.judges._qwen:QwenJudge.from_spec",
     "local:cross-encoder": "evidex.judges._cross_encoder:CrossEncoderJudge.from_spec",
     "local:gguf": "evidex.judges._gguf:GGUFJudge.from_spec",
+    "cascade": "evidex.judges.cascade:CascadeJudge.from_spec",
 }
 
 

@@ -153,6 +153,9 @@ class TierAssignment(BaseModel):
     duplicate_of: str | None = Field(
         default=None, description="set when this passage repeated another's text"
     )
+    judged_by: str | None = Field(
+        default=None, description="the stage of a cascade judge that graded it (its judge id)"
+    )
 
 
 class TierBatchValue(BaseModel):

@@ -1,0 +1,161 @@
+"""``evidex calibrate tier --judge cascade:CHEAP,EXPENSIVE``: fit the cascade's uncertain band.
+
+The expensive judge alone is evaluated on the golden set (the ordinary resumable evaluation,
+report in ``OUT/expensive``), the cheap judge scores every golden pair, and
+:func:`~evidex.evaluate.calibration.fit_band` picks the band that sends the fewest pairs to the
+expensive judge while the cascade's kappa stays within ``target`` of the expensive judge's.
+The band is written as ``cascade_band.json`` (with both stages' ids and model versions, which
+the cascade judge checks when it reads the file: a band fitted with other models is stale) and
+the record as ``calibration.json``, the same staleness check as every calibration. A two-fold
+estimate by query (fit on one half of the queries, measure on the other, both ways) says how
+much of the in-sample figure is the fit flattering itself.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evidex.evaluate import metrics as m
+from evidex.evaluate._util import jsonable
+from evidex.evaluate.calibration import (
+    CALIBRATION_FILE,
+    calibration_record,
+    fit_band,
+    scores_of,
+)
+from evidex.evaluate.golden import TierGolden, read_jsonl
+from evidex.evaluate.registry import EvalOptions
+from evidex.evaluate.run import aevaluate, load_records
+from evidex.harness.ports import StorePort
+from evidex.judges.cascade import Band, CascadeJudge
+
+__all__ = ["BAND_FILE", "acalibrate_cascade"]
+
+BAND_FILE = "cascade_band.json"
+
+
+async def acalibrate_cascade(
+    golden: str | Path,
+    judge: CascadeJudge,
+    *,
+    store: StorePort | str | None,
+    out: Path,
+    sample: int | None,
+    options: EvalOptions,
+    target: float,
+    on_progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    """Fit and record the band of ``judge`` (see the module docstring); returns the record."""
+    report = await aevaluate(
+        "tier",
+        golden,
+        judge=judge.expensive,
+        store=store,
+        out_dir=out / "expensive",
+        sample=sample,
+        options=options,
+        on_progress=on_progress,
+    )
+    _, records = load_records("tier", golden, options, sample=sample)
+    names = list(report["tiers"])
+    predicted = {
+        f"{row.get('query_id') or row['query']}\x1f{row['passage_id']}": row["tier"]
+        for _, row in read_jsonl(out / "expensive" / "predictions.jsonl")
+    }
+    by_query: dict[str, list[TierGolden]] = {}
+    for r in records:
+        by_query.setdefault(r.group, []).append(r)
+    scores: list[float] = []
+    ordered: list[TierGolden] = []
+    for members in by_query.values():
+        scores += await scores_of(judge.cheap, members[0].query, [r.text for r in members])
+        ordered += members
+    gold = [names.index(r.tier) for r in ordered]
+    cheap = [names.index(judge.cheap_tier(s, names)) for s in scores]
+    expensive = [names.index(predicted.get(r.key, names[-1])) for r in ordered]
+    fitted: dict[str, Any] = dict(
+        fit_band(scores, cheap, expensive, gold, len(names), target=target)
+    )
+    fitted.update(_two_fold(ordered, scores, cheap, expensive, gold, names, target, options.seed))
+    band = Band(
+        low=fitted["low"],
+        high=fitted["high"],
+        cheap=judge.cheap.judge_id,
+        cheap_version=judge.cheap.model_version,
+        expensive=judge.expensive.judge_id,
+        expensive_version=judge.expensive.model_version,
+        fit={"golden": str(golden), "items": len(ordered), **fitted},
+    )
+    band_file = out / BAND_FILE
+    band_file.write_text(json.dumps(jsonable(band.to_json()), indent=2) + "\n", encoding="utf-8")
+    fitted["band_file"] = str(band_file)
+    fitted["objective"] = f"fewest items sent with kappa >= expensive alone - {target:g}"
+    record = calibration_record(
+        job="tier",
+        judge_id=judge.judge_id,
+        model_version=judge.model_version,
+        prompt_version=report["run"]["prompt_version"],
+        golden=str(golden),
+        report=report,
+        fitted=fitted,
+    )
+    fitted.update(low=band.to_json()["low"], high=band.to_json()["high"])
+    record["kappa"] = fitted["kappa"]
+    record["kappa_expensive"] = fitted["kappa_expensive"]
+    record["warnings"] = list(report.get("warnings", []))
+    (out / CALIBRATION_FILE).write_text(
+        json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+    )
+    return record
+
+
+def _two_fold(
+    records: Sequence[TierGolden],
+    scores: Sequence[float],
+    cheap: Sequence[int],
+    expensive: Sequence[int],
+    gold: Sequence[int],
+    names: Sequence[str],
+    target: float,
+    seed: int,
+) -> dict[str, float]:
+    """Fit on half of the queries, measure on the other half, both ways round."""
+    groups = sorted({r.group for r in records})
+    rng = np.random.default_rng(seed)
+    half = {groups[i] for i in rng.permutation(len(groups))[: len(groups) // 2].tolist()}
+    held_gold: list[str] = []
+    held_pred: list[str] = []
+    sent = 0
+    for fold in (True, False):
+        train = [i for i, r in enumerate(records) if (r.group in half) == fold]
+        test = [i for i, r in enumerate(records) if (r.group in half) != fold]
+        if not train or not test:
+            continue
+        try:
+            band = fit_band(
+                [scores[i] for i in train],
+                [cheap[i] for i in train],
+                [expensive[i] for i in train],
+                [gold[i] for i in train],
+                len(names),
+                target=target,
+            )
+        except ValueError:
+            continue
+        for i in test:
+            inside = band["low"] <= scores[i] < band["high"]
+            sent += inside
+            held_gold.append(names[gold[i]])
+            held_pred.append(names[expensive[i] if inside else cheap[i]])
+    if not held_gold:
+        return {"kappa_two_fold": math.nan, "share_sent_two_fold": math.nan}
+    return {
+        "kappa_two_fold": m.cohen_kappa(held_gold, held_pred, list(names)),
+        "share_sent_two_fold": sent / len(held_gold),
+    }

@@ -1,0 +1,338 @@
+"""``cascade:CHEAP,EXPENSIVE``: a judge of two judges, the cheap one settling the easy items.
+
+Why: an encoder judge (``local:minilm``) is fast and free but weak; a reading judge
+(``openai:...``, ``local:qwen``) is strong but costs a call per batch. Most retrieved passages
+are easy (clearly irrelevant, or clearly on topic), and the encoder places those as well as the
+reader does. The cascade lets the cheap judge score every item and sends only the items whose
+score falls in an *uncertain band* to the expensive judge.
+
+How the jobs use it:
+
+- **tier**: the cheap judge scores every passage (the harness's score step, validated and
+  audit-logged under the cheap judge's id). A passage scoring outside the band ``[low, high)``
+  gets the cheap judge's tier for that score (its own cut points, e.g. ``local:minilm``'s
+  ``thresholds.json``); the passages inside it go, in batches, to the expensive judge through
+  the ordinary tier step of the harness (validation, re-asks, fallback, review). Every
+  assignment says which stage judged it (``judged_by``), and the result's ``cascade`` report
+  gives the split and the calls (and cost, when priced) saved against the expensive judge
+  alone.
+- **rerank**, **classify**, **audit**: passed through to the expensive judge (the cheap
+  encoder cannot abstain on a claim or a label, so there is nothing it could settle safely);
+  the result names the cascade as its judge and the audit rows the expensive one.
+
+The band. ``band=LOW:HIGH`` sets it; ``band_path=FILE`` reads one written by
+``evidex calibrate tier --judge cascade:...`` (the smallest band whose kappa against the
+golden set stays within a target of the expensive judge alone); without either, the shipped
+default for the cheap judge (``evidex/data/cascade/band.json``, fitted on LLMJudge dev data)
+is used. A cheap judge with no shipped default and no band given sends every item on
+(``band=-inf:inf``), which saves nothing but is never wrong. A band file made with other
+model versions of either stage is *stale*: the judge warns (:attr:`CascadeJudge.warnings`,
+logged, and noted on every tier result) until it is calibrated again.
+
+Options (``get_judge("cascade:local:minilm,openai:gpt-4o-mini", **options)``, or
+``--judge-option`` on the command line), routed to the stage they belong to:
+
+==========================  ============================================================
+``band``, ``band_path``     the cascade's own
+``cheap.NAME``              option ``NAME`` of the cheap stage
+``expensive.NAME``          option ``NAME`` of the expensive stage
+``base_url``, ``base_urls``, ``api_key``  the ``openai:`` stage (the expensive one when both are)
+any other ``NAME``          the expensive stage
+==========================  ============================================================
+
+so ``--base-url`` and ``OPENAI_*`` settings reach the ``openai:`` stage, and a misspelled
+option is refused by the stage it reached. Preflight fits passages to the expensive judge's
+budget (it reads them whole); the encoder reads its first 256 word pieces, as it always does.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import logging
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, cast, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from evidex.errors import ConfigError
+from evidex.judging import Judge, JudgeReply, JudgeRequest
+
+__all__ = [
+    "Band",
+    "CascadeJudge",
+    "TierScorer",
+    "load_band",
+    "route_options",
+    "split_spec",
+]
+
+logger = logging.getLogger("evidex")
+
+OWN_OPTIONS = frozenset({"band", "band_path"})
+ENDPOINT_OPTIONS = frozenset({"base_url", "base_urls", "api_key"})
+_PREFIXES = ("openai:", "local:", "cascade:")
+
+
+class CutPoints(Protocol):
+    """Tier cut points of a scoring judge (``local:minilm``'s ``thresholds.json``)."""
+
+    def for_tiers(self, count: int) -> tuple[float, ...]: ...
+
+
+@runtime_checkable
+class TierScorer(Protocol):
+    """A cheap stage: scores texts, and maps a score to a tier by its own cut points."""
+
+    thresholds: CutPoints
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
+
+
+class Band(BaseModel):
+    """Scores in ``[low, high)`` are uncertain: those items go to the expensive judge.
+
+    ``low == high`` sends nothing (the cheap judge alone); ``-inf:inf`` sends everything.
+    ``cheap_version``/``expensive_version`` are the stages' model versions when it was fitted
+    (empty for a band given by hand); ``fit`` says how it was obtained.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    low: float
+    high: float
+    cheap: str = ""
+    cheap_version: str = ""
+    expensive: str = ""
+    expensive_version: str = ""
+    fit: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("low", "high", mode="before")
+    @classmethod
+    def _unbounded(cls, value: Any, info: ValidationInfo) -> Any:
+        """``null`` in a file is an open end (JSON has no infinity)."""
+        if value is None:
+            return -math.inf if info.field_name == "low" else math.inf
+        return value
+
+    def to_json(self) -> dict[str, Any]:
+        """The band as a JSON object (open ends as ``null``)."""
+        out = self.model_dump()
+        for name in ("low", "high"):
+            out[name] = None if math.isinf(out[name]) else out[name]
+        return out
+
+    def uncertain(self, score: float) -> bool:
+        return self.low <= score < self.high
+
+    def label(self) -> str:
+        return f"[{self.low:.4g}, {self.high:.4g})"
+
+    @classmethod
+    def parse(cls, text: str) -> Band:
+        """``LOW:HIGH`` (``-inf`` and ``inf`` allowed)."""
+        low, sep, high = str(text).partition(":")
+        try:
+            band = cls(low=float(low), high=float(high)) if sep else None
+        except ValueError:
+            band = None
+        if band is None or band.low > band.high or math.isnan(band.low + band.high):
+            raise ConfigError(f"band must be LOW:HIGH with LOW <= HIGH, got {text!r}")
+        return band
+
+
+def _shipped(name: str) -> bytes:
+    return (
+        importlib.resources.files("evidex").joinpath("data").joinpath("cascade").joinpath(name)
+    ).read_bytes()
+
+
+def load_band(path: str | Path | None, cheap_id: str) -> Band | None:
+    """The band of a file (a calibration's ``cascade_band.json``) or, without a path, the
+    shipped default for ``cheap_id`` (None when there is none)."""
+    if path is None:
+        defaults = json.loads(_shipped("band.json"))
+        entry = defaults.get(cheap_id)
+        return None if entry is None else Band.model_validate(entry)
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        return Band.model_validate(raw)
+    except (OSError, ValueError, ValidationError) as exc:
+        raise ConfigError(f"{path}: not a cascade band file: {exc}") from exc
+
+
+def split_spec(spec: str, known: Sequence[str] = _PREFIXES) -> tuple[str, str]:
+    """``cascade:CHEAP,EXPENSIVE`` → ``(CHEAP, EXPENSIVE)``.
+
+    The split is at the first comma followed by the start of a judge spec, so a stage spec may
+    hold colons (``openai:org/model:tag``) and even commas that do not start a judge.
+    """
+    body = spec.partition(":")[2] if spec.startswith("cascade:") else ""
+    for i, char in enumerate(body):
+        if char == "," and body[i + 1 :].lstrip().startswith(tuple(known)):
+            cheap, expensive = body[:i].strip(), body[i + 1 :].strip()
+            if cheap and expensive:
+                return cheap, expensive
+    raise ConfigError(
+        f"a cascade spec is cascade:CHEAP,EXPENSIVE (e.g. cascade:local:minilm,openai:gpt-4o-mini)"
+        f", got {spec!r}"
+    )
+
+
+def route_options(
+    cheap: str, expensive: str, options: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Options of (the cascade, the cheap stage, the expensive stage); see the module table."""
+    own: dict[str, Any] = {}
+    stages: tuple[dict[str, Any], dict[str, Any]] = ({}, {})
+    endpoint = 1 if expensive.startswith("openai:") or not cheap.startswith("openai:") else 0
+    for name, value in options.items():
+        stage, dot, rest = name.partition(".")
+        if dot and stage in ("cheap", "expensive"):
+            stages[stage == "expensive"][rest] = value
+        elif name in OWN_OPTIONS:
+            own[name] = value
+        elif name in ENDPOINT_OPTIONS:
+            stages[endpoint][name] = value
+        else:
+            stages[1][name] = value
+    return own, stages[0], stages[1]
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which items of one query the cheap judge settles and which go on."""
+
+    settled: tuple[int, ...]
+    sent: tuple[int, ...]
+
+
+class CascadeJudge(Judge):
+    """The cheap judge settles items scored outside the band; the rest go to the expensive one.
+
+    ``CascadeJudge(cheap, expensive, band=Band(low=0.3, high=0.7))`` in Python; ``band=None``
+    takes the shipped default for the cheap judge (see the module docstring).
+    """
+
+    jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
+    splits: ClassVar[frozenset[str]] = frozenset({"tier"})
+    """The jobs whose items the cheap stage may settle; the others pass through."""
+
+    def __init__(
+        self,
+        cheap: Judge,
+        expensive: Judge,
+        *,
+        band: Band | str | None = None,
+        band_source: str = "",
+    ) -> None:
+        super().__init__(f"cascade:{cheap.judge_id},{expensive.judge_id}")
+        if not isinstance(cheap, TierScorer):
+            raise ConfigError(
+                f"the cheap stage of a cascade must score passages and map scores to tiers "
+                f"(local:minilm does); {cheap.judge_id} does not"
+            )
+        self.cheap = cheap
+        self.expensive = expensive
+        self.context_window = expensive.context_window
+        self.default_timeout_s = max(cheap.default_timeout_s, expensive.default_timeout_s)
+        if isinstance(band, str):
+            band, band_source = Band.parse(band), band_source or "band option"
+        if band is None:
+            band = load_band(None, cheap.judge_id)
+            band_source = "shipped default" if band is not None else "no band: all sent on"
+        self.band = band or Band(low=-math.inf, high=math.inf)
+        self.band_source = band_source or "given"
+        self.warnings = self._stale()
+        for warning in self.warnings:
+            logger.warning("%s", warning)
+
+    @classmethod
+    def from_spec(
+        cls, spec: str, *, build: Callable[..., Judge] | None = None, **options: Any
+    ) -> CascadeJudge:
+        """Build both stages from ``cascade:CHEAP,EXPENSIVE``, options routed to each."""
+        from evidex.judges import JUDGES, get_judge
+
+        cheap_spec, expensive_spec = split_spec(spec, list(JUDGES))
+        own, cheap_options, expensive_options = route_options(cheap_spec, expensive_spec, options)
+        unknown = set(own) - OWN_OPTIONS
+        if unknown:
+            raise ConfigError(f"unknown cascade option(s): {sorted(unknown)}")
+        make = build or get_judge
+        cheap = make(cheap_spec, **cheap_options)
+        expensive = make(expensive_spec, **expensive_options)
+        band: Band | str | None = own.get("band")
+        source = ""
+        if "band_path" in own:
+            if band is not None:
+                raise ConfigError("give the cascade band= or band_path=, not both")
+            band, source = load_band(own["band_path"], cheap.judge_id), str(own["band_path"])
+        return cls(cheap, expensive, band=band, band_source=source)
+
+    def _stale(self) -> list[str]:
+        """Warnings when the band was fitted with other model versions of the stages."""
+        found = []
+        for stage, judge, then in (
+            ("cheap", self.cheap, self.band.cheap_version),
+            ("expensive", self.expensive, self.band.expensive_version),
+        ):
+            if then and then != judge.model_version and self.band_source != "shipped default":
+                found.append(
+                    f"stale cascade band ({self.band_source}): it was fitted with {stage} judge "
+                    f"{then!r}, this run uses {judge.model_version!r}; recalibrate "
+                    f"(evidex calibrate tier --judge {self.judge_id})"
+                )
+        return found
+
+    # ------------------------------------------------------------------ the split
+
+    def split(self, scores: Sequence[float]) -> Split:
+        """Items settled by the cheap stage (outside the band) and those sent on (inside)."""
+        sent = tuple(i for i, s in enumerate(scores) if self.band.uncertain(s))
+        taken = set(sent)
+        return Split(tuple(i for i in range(len(scores)) if i not in taken), sent)
+
+    def cheap_tier(self, score: float, tiers: Sequence[str]) -> str:
+        """The cheap stage's tier for ``score``: the first tier whose cut point it reaches."""
+        cuts = cast(TierScorer, self.cheap).thresholds.for_tiers(len(tiers))
+        return tiers[next((i for i, c in enumerate(cuts) if score >= c), len(cuts))]
+
+    # ------------------------------------------------------------------ judge interface
+
+    def supports(self, job: str) -> bool:
+        return self.expensive.supports(job) and (job not in self.splits or self.cheap.supports(job))
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        """A request that reaches the cascade itself (a job it does not split) passes through
+        to the expensive judge."""
+        return await self.expensive.complete(request)
+
+    def fingerprint(self) -> Mapping[str, Any]:
+        return {
+            "cheap": {"id": self.cheap.judge_id, **self.cheap.fingerprint()},
+            "expensive": {"id": self.expensive.judge_id, **self.expensive.fingerprint()},
+            "band": [self.band.low, self.band.high],
+        }
+
+    @property
+    def model_version(self) -> str:
+        """Both stages' versions (not the band: a calibration record names the judge it was
+        fitted for, and the band it wrote must not make that record stale)."""
+        return f"{self.cheap.model_version} -> {self.expensive.model_version}"
+
+    def count_tokens(self, text: str) -> int:
+        return self.expensive.count_tokens(text)
+
+    def passage_token_limit(self, overhead_tokens: int, batch_size: int) -> int:
+        return self.expensive.passage_token_limit(overhead_tokens, batch_size)
+
+    def query_token_limit(self) -> int | None:
+        return self.expensive.query_token_limit()
+
+    async def aclose(self) -> None:
+        await self.cheap.aclose()
+        await self.expensive.aclose()
