@@ -130,6 +130,23 @@ class ClaimCheck(BaseModel):
     agrees: bool
 
 
+class CascadeView(BaseModel):
+    """What a cascade did to the tier step, or, with no expensive stage, would do (a preview).
+
+    ``preview``: no expensive judge ran; the split is the shipped band applied to the encoder's
+    scores, and the calls are those an expensive judge would have been sent."""
+
+    preview: bool
+    cheap: str
+    expensive: str | None
+    band: tuple[float, float]
+    band_source: str
+    settled: int
+    sent: int
+    calls_alone: int
+    calls_sent: int
+
+
 class DemoRun(BaseModel):
     """Everything the demo computed; :meth:`report` is the JSON written next to the tables."""
 
@@ -142,6 +159,7 @@ class DemoRun(BaseModel):
     classify: evidex.ClassifyResult | None = None
     skipped: list[SkippedStep] = Field(default_factory=list)
     timings: list[StepTiming] = Field(default_factory=list)
+    cascade: CascadeView | None = None
 
     def tier_agreement(self) -> tuple[int, int]:
         """(passages whose tier is the author's, passages)."""
@@ -195,6 +213,7 @@ class DemoRun(BaseModel):
             "rerank": self.rerank.report(),
             "tier": self.tier.report()
             | {"expected_tiers": self.example.expected_tiers, "agreement": [same, total]},
+            "cascade": None if self.cascade is None else self.cascade.model_dump(mode="json"),
             "context": self.context.model_dump(mode="json"),
             "audit": None
             if self.audit is None

@@ -164,6 +164,31 @@ def _tiers(console: Console, run: DemoRun) -> None:
         "(where they differ, the author's tier is under the judge's).",
         highlight=False,
     )
+    _cascade(console, run)
+
+
+def _cascade(console: Console, run: DemoRun) -> None:
+    """The cascade's split of the tier step (or, over an encoder alone, a labelled preview)."""
+    view = run.cascade
+    if view is None:
+        return
+    band = f"[{view.band[0]:.3f}, {view.band[1]:.3f}), {view.band_source}"
+    saved = view.calls_alone - view.calls_sent
+    if view.preview:
+        text = (
+            f"Cascade preview (no expensive judge ran): with cascade:{view.cheap},EXPENSIVE, "
+            f"{view.cheap} would settle {view.settled} of {view.settled + view.sent} passages "
+            f"(scored outside the uncertain band {band}) and send {view.sent} to the expensive "
+            f"judge: {view.calls_sent} call(s) instead of {view.calls_alone} ({saved} saved). "
+            f"Run it with --tier-judge cascade:{view.cheap},openai:MODEL --base-url URL."
+        )
+    else:
+        text = (
+            f"Cascade: {view.cheap} settled {view.settled} passages, {view.sent} went to "
+            f"{view.expensive} (band {band}): {view.calls_sent} call(s) instead of "
+            f"{view.calls_alone} ({saved} saved)."
+        )
+    console.print(text, highlight=False)
 
 
 def _context(console: Console, run: DemoRun) -> None:

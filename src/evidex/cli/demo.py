@@ -29,6 +29,7 @@ import evidex
 from evidex.cli._app import app, err_console, renamed, writable_output, write_json
 from evidex.cli._demo_types import (
     INSTALL_HINT,
+    CascadeView,
     DemoClaim,
     DemoExample,
     DemoRun,
@@ -44,6 +45,8 @@ from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
 from evidex.jobs import run_sync
+from evidex.jobs.tier import DEFAULT_BATCH
+from evidex.judges.cascade import TierScorer, load_band
 from evidex.judging import Judge
 from evidex.types import Passage
 
@@ -141,6 +144,7 @@ def run_demo(
                 store=store,
                 hooks=hooks,
             )
+        cascade = _cascade_view(built["tier"], tiered, demo.query)
         with step("select_context", None):
             context = evidex.select_context(tiered, DEMO_POLICY, budget)
         run = DemoRun(
@@ -152,6 +156,7 @@ def run_demo(
             skipped=[
                 SkippedStep(step=s, judge=str(specs[s]), reason=r) for s, r in skipped.items()
             ],
+            cascade=cascade,
         )
         # what both LLM steps are run with, besides their judge
         llm: dict[str, Any] = {
@@ -202,9 +207,7 @@ def _judges(
     """Build each job's judge once per spec (rerank and tier share one encoder), note the LLM
     steps whose extra is missing, and close what was built here when the run ends."""
     endpoints = endpoint_options(base_url)
-    if endpoints and not any(
-        isinstance(s, str) and s.startswith("openai:") for s in specs.values()
-    ):
+    if endpoints and not any(isinstance(s, str) and "openai:" in s for s in specs.values()):
         raise ConfigError("--base-url applies to openai: judges only, and no step uses one")
     by_spec: dict[str, Judge] = {}
     built: dict[str, Judge] = {}
@@ -217,7 +220,7 @@ def _judges(
             key = spec.strip()
             if key not in by_spec:
                 options = dict(JUDGE_OPTIONS.get(key, {}))
-                if key.startswith("openai:"):
+                if key.startswith("openai:") or (key.startswith("cascade:") and "openai:" in key):
                     options.update(endpoints)
                 try:
                     by_spec[key] = evidex.get_judge(key, **options)
@@ -233,6 +236,43 @@ def _judges(
     finally:
         for judge in by_spec.values():
             run_sync(judge.aclose())
+
+
+def _cascade_view(judge: Judge, tiered: evidex.TierResult, query: str) -> CascadeView | None:
+    """The tier step's cascade split: the real one when the tier judge is a cascade, else, for
+    an encoder with a shipped band, a preview of what a cascade over it would send on (the
+    encoder scores the passages again, about a second; no expensive judge runs)."""
+    report = tiered.cascade
+    batch = DEFAULT_BATCH
+    if report is not None:
+        return CascadeView(
+            preview=False,
+            cheap=report.cheap,
+            expensive=report.expensive,
+            band=report.band,
+            band_source=report.band_source,
+            settled=report.settled,
+            sent=report.sent,
+            calls_alone=-(-report.items // batch),
+            calls_sent=-(-report.sent // batch),
+        )
+    band = load_band(None, judge.judge_id) if isinstance(judge, TierScorer) else None
+    if band is None or not isinstance(judge, TierScorer):
+        return None
+    passages = tiered.passages
+    scores = judge.score(query, [p.text for p in passages])
+    sent = sum(band.uncertain(s) for s in scores)
+    return CascadeView(
+        preview=True,
+        cheap=judge.judge_id,
+        expensive=None,
+        band=(band.low, band.high),
+        band_source="shipped default",
+        settled=len(passages) - sent,
+        sent=sent,
+        calls_alone=-(-len(passages) // batch),
+        calls_sent=-(-sent // batch),
+    )
 
 
 def _judge_name(judge: Judge | None, spec: Judge | str) -> str:
