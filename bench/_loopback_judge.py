@@ -10,6 +10,14 @@ gets one tier and a snippet copied verbatim from its text, so the harness valida
 and nothing falls back. A request whose passages cannot be found is answered with an empty
 object (the harness then re-asks and, in the end, falls back: the benchmark reports it).
 
+With ``--grades QRELS --queries TSV`` it plays a *recorded* judge instead: each passage gets
+the tier of the grade recorded in the qrels file for the request's query (read from the
+prompt's ``Query:`` block and looked up in the queries file) and passage id (grade 3 the first
+tier of the request's scheme, 0 the last), so a benchmark can measure a pipeline against a
+strong judge's past answers without calling it. A pair with no recorded grade is left out of
+the reply (the harness re-asks, then falls back, and the benchmark sees it) and counted as
+unreadable.
+
 ``GET /stats`` returns the request count, the peak of chat requests in flight at once and the
 requests it could not read; ``POST /stats/reset`` zeroes them. The server runs in its own
 process (uvicorn + starlette, one event loop), so it sustains hundreds of concurrent
@@ -111,6 +119,55 @@ def tier_reply(body: dict[str, Any]) -> dict[str, Any] | None:
     return {"classifications": items}
 
 
+_QUERY = re.compile(r"Query:\n(.*?)\n\nPassages to grade", re.DOTALL)
+
+Recorded = dict[tuple[str, str], int]
+"""``(query text, passage id) -> grade``."""
+
+
+def read_recorded(qrels: str, queries: str) -> Recorded:
+    """Grades of a qrels file (``qid 0 pid grade``) keyed by query text and passage id."""
+    texts = {}
+    with open(queries, encoding="utf-8") as lines:
+        for line in lines:
+            qid, _, text = line.rstrip("\n").partition("\t")
+            texts[qid] = " ".join(text.split())
+    grades: Recorded = {}
+    with open(qrels, encoding="utf-8") as lines:
+        for line in lines:
+            parts = line.split()
+            if len(parts) == 4 and parts[0] in texts:
+                grades[(texts[parts[0]], parts[2])] = int(parts[3])
+    return grades
+
+
+def recorded_reply(body: dict[str, Any], grades: Recorded) -> dict[str, Any] | None:
+    """The recorded grade of every passage of the request as a valid tier reply."""
+    messages = body.get("messages", [])
+    passages = passages_of(messages)
+    user = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+    found = _QUERY.search(user)
+    if not passages or found is None:
+        return None
+    query = " ".join(found.group(1).split())
+    names = tier_names(body)
+    items = []
+    for p in passages:
+        grade = grades.get((query, p["passage_id"]))
+        if grade is None:
+            return None
+        quote = snippet(p["text"])
+        items.append(
+            {
+                "passage_id": p["passage_id"],
+                "tier": names[max(0, len(names) - 1 - grade)],
+                "justification": f"Recorded grade {grade}; it says {quote}.",
+                "key_evidence_snippet": quote,
+            }
+        )
+    return {"classifications": items}
+
+
 class Stats:
     def __init__(self) -> None:
         self.reset()
@@ -130,7 +187,7 @@ class Stats:
         }
 
 
-def build_app(latency_s: float) -> Starlette:
+def build_app(latency_s: float, grades: Recorded | None = None) -> Starlette:
     stats = Stats()
 
     async def chat(request: Request) -> JSONResponse:
@@ -140,7 +197,7 @@ def build_app(latency_s: float) -> Starlette:
         try:
             body = await request.json()
             await asyncio.sleep(latency_s)
-            reply = tier_reply(body)
+            reply = tier_reply(body) if grades is None else recorded_reply(body, grades)
             if reply is None:
                 stats.unreadable += 1
                 reply = {}
@@ -196,14 +253,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency-ms", type=float, default=300.0)
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
+    parser.add_argument("--grades", help="a qrels file of recorded grades to answer with")
+    parser.add_argument("--queries", help="the queries (qid<TAB>text) of --grades")
     args = parser.parse_args(argv)
+    grades = read_recorded(args.grades, args.queries) if args.grades else None
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", args.port))
     print(f"port {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(
-        build_app(args.latency_ms / 1000),
+        build_app(args.latency_ms / 1000, grades),
         log_level="warning",
         access_log=False,
         backlog=2048,

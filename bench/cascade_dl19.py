@@ -1,0 +1,306 @@
+"""The cascade judge on TREC DL 2019: agreement with NIST against the share of pairs the LLM saw.
+
+    python bench/cascade_dl19.py DATA_DIR [--cache reports/cascade/minilm_dl19.json]
+
+DATA_DIR is the TREC DL 2019 folder (``queries.tsv``, ``qrels.txt``, ``passages.jsonl`` and
+``umbrela_dsv3.qrels``, DeepSeek-V3's grades with the UMBRELA prompt). The strong judge is
+*recorded*: ``bench/_loopback_judge.py --grades`` serves those grades from a scripted
+OpenAI-compatible server on loopback, so the ``openai:`` judge, the harness and the tier job
+run for real and the LLM is never called. The cheap stage is ``local:minilm``: its scores of
+the 9,260 judged pairs are computed once (``bench/_minilm_cache.py``) and replayed from the
+cache by a judge that answers exactly as ``local:minilm`` would (same scores, same shipped cut
+points), because scoring them again for every operating point would take an hour here.
+
+The queries are split in two halves. For each target (the kappa the cascade may lose against
+the LLM alone), the band is fitted on one half (:func:`evidex.evaluate.calibration.fit_band`,
+what ``evidex calibrate`` runs) and the cascade judge runs the tier job on the other half;
+then the halves swap. Reported per half: kappa against NIST (four grades, unweighted) and the
+share of pairs sent to the LLM, for the LLM alone, the encoder alone, the cascade with its
+shipped default band (fitted on LLMJudge dev, never on DL 2019) and the cascade at each
+fitted band; a plot goes to ``docs/cascade_dl19.png`` and the section to ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from _minilm_cache import cached_scores, key
+from _report import command_line, write_section
+from api_path import LoopbackJudgeServer
+from evidex.evaluate import metrics as m
+from evidex.evaluate.calibration import fit_band
+from evidex.evaluate.datasets import trec_dl_tier
+from evidex.evaluate.golden import TierGolden
+from evidex.harness.runner import HarnessSettings
+from evidex.jobs.tier import TierResult, atier_many
+from evidex.judges import get_judge
+from evidex.judges.cascade import Band, CascadeJudge
+from evidex.judges.minilm import MiniLMJudge
+from evidex.judging import Judge, JudgeReply, JudgeRequest
+from evidex.store import open_store
+from evidex.types import DEFAULT_TIERS
+
+TARGETS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2)
+NAMES = list(DEFAULT_TIERS.names)
+LLM = "openai:deepseek-v3-umbrela-recorded"
+PLOT = Path(__file__).resolve().parent.parent / "docs" / "cascade_dl19.png"
+
+
+class ReplayedMiniLM(Judge):
+    """``local:minilm`` answering from its cached scores: same id, version and cut points."""
+
+    jobs: ClassVar[frozenset[str]] = frozenset({"tier"})
+
+    def __init__(self, records: Sequence[TierGolden], scores: dict[str, float]) -> None:
+        super().__init__("local:minilm")
+        real = MiniLMJudge()
+        self.thresholds = real.thresholds
+        self._version = f"{real.model_version} (scores replayed from a cache)"
+        self._scores = {(r.query, r.text): scores[key(r)] for r in records}
+
+    def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        return [self._scores[(query, t)] for t in texts]
+
+    async def complete(self, request: JudgeRequest) -> JudgeReply:
+        raise RuntimeError("the replayed encoder only scores")
+
+    @property
+    def model_version(self) -> str:
+        return self._version
+
+
+@dataclass
+class Point:
+    """One operating point measured on one half."""
+
+    label: str
+    target: float | None
+    band: tuple[float, float] | None
+    kappa: float
+    share: float
+    llm_calls: int
+    calls_saved: int
+    fallbacks: int
+    seconds: float
+
+
+async def run_tier(
+    judge: Judge, records: Sequence[TierGolden], label: str, target: float | None = None
+) -> Point:
+    """The tier job over every query of ``records``; kappa against NIST and the LLM's share."""
+    by_query: dict[str, list[TierGolden]] = {}
+    for r in records:
+        by_query.setdefault(r.group, []).append(r)
+    items = [
+        {
+            "id": qid,
+            "query": members[0].query,
+            "passages": [{"passage_id": r.passage_id, "text": r.text} for r in members],
+        }
+        for qid, members in by_query.items()
+    ]
+    settings = HarnessSettings(max_concurrency=8, use_cache=False)
+    started = time.perf_counter()
+    results: list[TierResult] = await atier_many(
+        items, judge=judge, store=open_store("sqlite://"), settings=settings, batch_size=10
+    )
+    seconds = time.perf_counter() - started
+    gold, pred, sent, calls, saved, fallbacks = [], [], 0, 0, 0, 0
+    for result, members in zip(results, by_query.values(), strict=True):
+        tiers = {a.passage_id: a for a in result.classifications}
+        for r in members:
+            a = tiers[r.passage_id]
+            gold.append(r.tier)
+            pred.append(a.tier)
+            sent += a.judged_by in (None, LLM)
+            fallbacks += a.source == "fallback"
+        if result.cascade is not None:
+            calls += result.cascade.expensive_calls
+            saved += result.cascade.calls_saved
+        else:
+            calls += result.judge_calls
+    band = None
+    if isinstance(judge, CascadeJudge):
+        band = (judge.band.low, judge.band.high)
+    else:
+        sent = len(gold)
+    return Point(
+        label,
+        target,
+        band,
+        m.cohen_kappa(gold, pred, NAMES),
+        sent / len(gold),
+        calls,
+        saved,
+        fallbacks,
+        seconds,
+    )
+
+
+def halves(records: Sequence[TierGolden], seed: int = 0) -> tuple[set[str], set[str]]:
+    groups = sorted({r.group for r in records})
+    order = np.random.default_rng(seed).permutation(len(groups))
+    first = {groups[i] for i in order[: len(groups) // 2]}
+    return first, set(groups) - first
+
+
+def recorded(path: Path) -> dict[tuple[str, str], int]:
+    grades = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if len(parts) == 4:
+            grades[(parts[0], parts[2])] = int(parts[3])
+    return grades
+
+
+async def measure(data: Path, cache: Path) -> tuple[list[Point], list[Point], dict[str, Any]]:
+    records = trec_dl_tier(data)
+    scores = cached_scores(records, cache)
+    llm_grades = recorded(data / "umbrela_dsv3.qrels")
+    cheap = ReplayedMiniLM(records, scores)
+    server = LoopbackJudgeServer(
+        0, "--grades", str(data / "umbrela_dsv3.qrels"), "--queries", str(data / "queries.tsv")
+    )
+    first, second = halves(records)
+    folds: list[list[Point]] = [[], []]
+    llm = get_judge(LLM, base_url=server.base_url, api_key="recorded")
+    try:
+        for index, (fit_on, report_on) in enumerate(((first, second), (second, first))):
+            fit = [r for r in records if r.group in fit_on]
+            held = [r for r in records if r.group in report_on]
+            points = folds[index]
+            points.append(await run_tier(llm, held, "LLM alone"))
+            empty = Band(low=np.inf, high=np.inf)
+            points.append(await run_tier(CascadeJudge(cheap, llm, band=empty), held, "encoder"))
+            shipped = CascadeJudge(cheap, llm)  # the default band, fitted on LLMJudge dev
+            points.append(await run_tier(shipped, held, "cascade, shipped band"))
+            fit_scores = [scores[key(r)] for r in fit]
+            fit_cheap = [
+                NAMES.index(CascadeJudge(cheap, llm).cheap_tier(s, NAMES)) for s in fit_scores
+            ]
+            fit_llm = [
+                3 - llm_grades[(r.query_id or "", r.passage_id)] for r in fit
+            ]  # grade 3 = tier 0
+            fit_gold = [NAMES.index(r.tier) for r in fit]
+            for target in TARGETS:
+                band = fit_band(fit_scores, fit_cheap, fit_llm, fit_gold, len(NAMES), target=target)
+                judge = CascadeJudge(
+                    cheap,
+                    llm,
+                    band=Band(low=band["low"], high=band["high"]),
+                    band_source="fit half",
+                )
+                points.append(await run_tier(judge, held, "cascade", target))
+                print(f"half {index + 1} target {target}: {points[-1]}", file=sys.stderr)
+        facts = {"pairs": len(records), "halves": (len(first), len(second))}
+    finally:
+        await llm.aclose()
+        server.stop()
+    return folds[0], folds[1], facts
+
+
+def plot(folds: Sequence[Sequence[Point]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    for index, (points, colour) in enumerate(zip(folds, ("tab:blue", "tab:orange"), strict=True)):
+        curve = sorted((p for p in points if p.label == "cascade"), key=lambda p: p.share)
+        ax.plot(
+            [p.share for p in curve],
+            [p.kappa for p in curve],
+            "o-",
+            color=colour,
+            label=f"cascade, reported on half {2 - index}",
+        )
+        for p in points:
+            if p.label != "cascade":
+                marker = {"LLM alone": "s", "encoder": "^"}.get(p.label, "D")
+                ax.plot([p.share], [p.kappa], marker, color=colour, markersize=9)
+                ax.annotate(p.label, (p.share, p.kappa), textcoords="offset points", xytext=(6, -4))
+        llm = next(p for p in points if p.label == "LLM alone")
+        ax.axhline(llm.kappa - 0.02, color=colour, linestyle=":", linewidth=1)
+    ax.axvline(0.5, color="grey", linestyle="--", linewidth=1)
+    ax.set_xlabel("share of pairs sent to the LLM")
+    ax.set_ylabel("Cohen's kappa vs NIST (four grades)")
+    ax.set_title("cascade local:minilm → recorded DeepSeek-V3 (UMBRELA), TREC DL 2019")
+    ax.legend(loc="lower right", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    PLOT.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(PLOT, dpi=110)
+    plt.close(fig)
+
+
+def table(points: Sequence[Point]) -> str:
+    llm = next(p for p in points if p.label == "LLM alone")
+    lines = [
+        "| judge | target | band | kappa | Δ vs LLM | sent to LLM | LLM calls | calls saved |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for p in points:
+        band = "" if p.band is None else f"[{p.band[0]:.3f}, {p.band[1]:.3f})"
+        target = "" if p.target is None else f"{p.target:g}"
+        lines.append(
+            f"| {p.label} | {target} | {band} | {p.kappa:.3f} | {p.kappa - llm.kappa:+.3f} | "
+            f"{p.share:.1%} | {p.llm_calls} | {p.calls_saved} |"
+        )
+    return "\n".join(lines)
+
+
+def best(points: Sequence[Point]) -> str:
+    llm = next(p for p in points if p.label == "LLM alone")
+    meets = [
+        p for p in points if p.label == "cascade" and p.kappa >= llm.kappa - 0.02 and p.share <= 0.5
+    ]
+    if not meets:
+        return "no operating point meets the goal (kappa within 0.02 of the LLM, at most half sent)"
+    p = min(meets, key=lambda p: p.share)
+    return (
+        f"goal met at target {p.target:g}: kappa {p.kappa:.3f} (LLM {llm.kappa:.3f}) with "
+        f"{p.share:.1%} of the pairs sent"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("data", type=Path)
+    parser.add_argument("--cache", type=Path, default=Path("reports/cascade/minilm_dl19.json"))
+    args = parser.parse_args(argv)
+    load = os.getloadavg()[0]
+    one, two, facts = asyncio.run(measure(args.data, args.cache))
+    plot((one, two))
+    body = (
+        f"{facts['pairs']} judged pairs, 43 queries split by query into halves of "
+        f"{facts['halves'][0]} and {facts['halves'][1]} queries (seed 0). The LLM is DeepSeek-V3 "
+        "with the UMBRELA prompt, *recorded* (`umbrela_dsv3.qrels`, served by "
+        "`bench/_loopback_judge.py --grades` through the real `openai:` judge, harness and tier "
+        "job); the encoder is `local:minilm` (its scores computed once and replayed from a "
+        "cache). Each cascade band is fitted on the other half at the given target (the kappa "
+        "it may lose against the LLM alone) and reported on this half. Kappa is against NIST, "
+        f"four grades, unweighted. Load average {load:.1f} when the run started.\n\n"
+        f"Band fitted on half 1, reported on half 2: {best(one)}.\n\n{table(one)}\n\n"
+        f"Band fitted on half 2, reported on half 1: {best(two)}.\n\n{table(two)}\n\n"
+        f"![cascade curve](cascade_dl19.png)"
+    )
+    print(body)
+    write_section(
+        "cascade_dl19", "Cascade judge on TREC DL 2019 (recorded LLM)", body, command_line()
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
