@@ -230,6 +230,53 @@ def test_results_report_the_calls_and_cost_saved(store: SqlStore) -> None:
     assert report.model_dump(mode="json")["band"] == [0.3, 0.7]
 
 
+def score_reply(scores: dict[str, float]) -> Any:
+    def reply(request: JudgeRequest) -> dict[str, Any]:
+        ids = [p.passage_id for p in request.payload.passages]  # type: ignore[attr-defined]
+        return {
+            "scores": [
+                {"passage_id": i, "relevance_score": scores[i], "justification": f"said {i}"}
+                for i in ids
+            ]
+        }
+
+    return reply
+
+
+def test_pointwise_rerank_orders_only_the_band_by_the_expensive_judge(store: SqlStore) -> None:
+    # cheap scores: p0 0.9 (above the band), p1 0.5, p2 0.6 (band), p3 0.1 (below)
+    expensive = ScriptedJudge([score_reply({"p1": 0.95, "p2": 0.2})])
+    result = evidex.rerank(
+        "vitamin D",
+        passages_scored(0.9, 0.5, 0.6, 0.1),
+        judge=cascade(expensive),
+        strategy="pointwise",
+        store=store,
+    )
+    assert sent_ids(expensive) == ["p1", "p2"]
+    ranked = result.ranked_passages
+    assert [r.passage_id for r in ranked] == ["p0", "p1", "p2", "p3"]
+    assert [r.judged_by for r in ranked] == ["fake:cheap", "scripted", "scripted", "fake:cheap"]
+    split = [e for e in result.events if e.kind == "cascade.split"]
+    assert split and split[0].data["sent"] == 2
+
+
+def test_pointwise_rerank_keeps_the_retrieval_order_when_the_band_falls_back(
+    store: SqlStore,
+) -> None:
+    expensive = ScriptedJudge(["not json", "not json"])
+    result = evidex.rerank(
+        "vitamin D",
+        passages_scored(0.1, 0.5, 0.9),
+        judge=cascade(expensive),
+        strategy="pointwise",
+        store=store,
+    )
+    assert len(expensive.requests) == 2  # the score step's first try and its re-ask
+    assert [r.passage_id for r in result.ranked_passages] == ["p0", "p1", "p2"]
+    assert {r.source for r in result.ranked_passages} == {"fallback"}
+
+
 def test_other_jobs_pass_through_to_the_expensive_judge() -> None:
     expensive = ScriptedJudge([{"anything": 1}])
     judge = cascade(expensive)

@@ -16,11 +16,12 @@ from pydantic import BaseModel
 from evidex.harness.job import JobRun
 from evidex.judges.cascade import CascadeJudge
 from evidex.judges.scoring import ScoringJudge
-from evidex.tasks.rerank import ScoreBatch, ScoreStep
+from evidex.tasks.base import PromptTemplate
+from evidex.tasks.rerank import RankedPassage, ScoreBatch, ScoreStep
 from evidex.tasks.tier import TierAssignment, TierBatch, TierStep
 from evidex.types import Event, Passage
 
-__all__ = ["CascadeReport", "CheapScoreStep", "cascade_tiers"]
+__all__ = ["CascadeReport", "CheapScoreStep", "cascade_ranking", "cascade_tiers"]
 
 CHEAP_BATCH = 64
 """Passages per cheap-stage call: the encoder reads each alone, so this only bounds a call."""
@@ -116,6 +117,112 @@ async def cascade_tiers(
         )
     )
     return by_id, report
+
+
+async def cascade_ranking(
+    judge: CascadeJudge,
+    run: JobRun,
+    query: str,
+    passages: Sequence[Passage],
+    template: PromptTemplate | None,
+    batch_size: int,
+) -> tuple[list[RankedPassage], list[str], list[Event]]:
+    """Pointwise rerank over a cascade: the ranking, the reasons of any fallback, and the
+    split's event (for the job to keep and log with its own).
+
+    The cheap stage scores every candidate. Those above the band keep their cheap order at the
+    top, those below it at the bottom; the band in between is ordered by the expensive judge's
+    scores (the scores of two judges are not comparable, so each group keeps its own). When a
+    call of either stage falls back, the whole head keeps its retrieval order, as a pointwise
+    rerank does when part of its scoring fails.
+    """
+    cheap_id, expensive_id = judge.cheap.judge_id, judge.expensive.judge_id
+    cheap = run.stage(ScoringJudge(judge.cheap))
+    chunks = [
+        ScoreBatch(query, tuple(passages[i : i + CHEAP_BATCH]))
+        for i in range(0, len(passages), CHEAP_BATCH)
+    ]
+    scored = await cheap.map(ScoreStep(), chunks, progress=False)
+    failed = [o.reason or "the cheap stage fell back" for o in scored if o.source == "fallback"]
+    if failed:
+        return _kept_order(passages, failed[0]), failed, []
+    values = {s.passage_id: s for o in scored for s in o.value.scores}
+    source = {s.passage_id: o.source for o in scored for s in o.value.scores}
+    split = judge.split([values[p.passage_id].relevance_score for p in passages])
+    band = [passages[i] for i in split.sent]
+    expensive = run.stage(judge.expensive)
+    batches = [
+        ScoreBatch(query, tuple(band[i : i + batch_size])) for i in range(0, len(band), batch_size)
+    ]
+    outcomes = await expensive.map(ScoreStep(template), batches) if batches else []
+    failed = [
+        o.reason or "the expensive stage fell back" for o in outcomes if o.source == "fallback"
+    ]
+    if failed:
+        return _kept_order(passages, failed[0]), failed, []
+    position = {p.passage_id: i for i, p in enumerate(passages)}
+
+    def settled(pid: str) -> RankedPassage:
+        s = values[pid]
+        return RankedPassage(
+            rank=0,
+            passage_id=pid,
+            relevance_score=s.relevance_score,
+            justification=f"{s.justification}; cascade: settled by {cheap_id} (score "
+            f"{s.relevance_score:.3f} outside the uncertain band {judge.band.label()})",
+            source=source[pid],
+            judged_by=cheap_id,
+        )
+
+    ids = [passages[i].passage_id for i in split.settled]
+    above = [pid for pid in ids if values[pid].relevance_score >= judge.band.high]
+    below = [pid for pid in ids if values[pid].relevance_score < judge.band.low]
+    by_cheap = sorted(above, key=lambda pid: (-values[pid].relevance_score, position[pid]))
+    middle = sorted(
+        ((s, o.source) for o in outcomes for s in o.value.scores),
+        key=lambda pair: (-pair[0].relevance_score, position[pair[0].passage_id]),
+    )
+    placed = [settled(pid) for pid in by_cheap]
+    placed += [
+        RankedPassage(
+            rank=0,
+            passage_id=s.passage_id,
+            relevance_score=s.relevance_score,
+            justification=f"{s.justification}; cascade: in the uncertain band, scored by "
+            f"{expensive_id}",
+            source=src,
+            judged_by=expensive_id,
+        )
+        for s, src in middle
+    ]
+    placed += [
+        settled(pid)
+        for pid in sorted(below, key=lambda pid: (-values[pid].relevance_score, position[pid]))
+    ]
+    calls_saved = math.ceil(len(passages) / batch_size) - len(batches)
+    split_event = Event(
+        kind="cascade.split",
+        detail=f"{len(ids)} of {len(passages)} candidate(s) placed by {cheap_id}, "
+        f"{len(band)} scored by {expensive_id} (band {judge.band.label()}, "
+        f"{judge.band_source}); {calls_saved} call(s) saved",
+        passage_ids=[p.passage_id for p in band],
+        data={"settled": len(ids), "sent": len(band), "calls_saved": calls_saved},
+    )
+    return placed, [], [split_event]
+
+
+def _kept_order(passages: Sequence[Passage], reason: str) -> list[RankedPassage]:
+    return [
+        RankedPassage(
+            rank=0,
+            passage_id=p.passage_id,
+            justification="Fallback: scoring failed for part of the candidates; the original "
+            "retrieval order was kept and the query flagged for review.",
+            source="fallback",
+            reason=reason,
+        )
+        for p in passages
+    ]
 
 
 def _report(

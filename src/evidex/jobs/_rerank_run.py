@@ -15,7 +15,9 @@ from typing import Any
 
 from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
+from evidex.jobs._cascade import cascade_ranking
 from evidex.jobs._rank_algos import tournament_top_k, window_starts
+from evidex.judges.cascade import CascadeJudge
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import (
     PAIR_TEMPLATE,
@@ -112,6 +114,13 @@ class StrategyRun:
         self.placed = order
 
     async def pointwise(self, batch_size: int) -> None:
+        if isinstance(self.run.judge, CascadeJudge):
+            self.placed, reasons, events = await cascade_ranking(
+                self.run.judge, self.run, self.query, self.passages, self.template, batch_size
+            )
+            self.reasons += reasons
+            self.events += events
+            return
         batches = [
             ScoreBatch(self.query, tuple(self.passages[i : i + batch_size]))
             for i in range(0, len(self.passages), batch_size)

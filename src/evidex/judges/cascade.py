@@ -16,9 +16,14 @@ How the jobs use it:
   assignment says which stage judged it (``judged_by``), and the result's ``cascade`` report
   gives the split and the calls (and cost, when priced) saved against the expensive judge
   alone.
-- **rerank**, **classify**, **audit**: passed through to the expensive judge (the cheap
-  encoder cannot abstain on a claim or a label, so there is nothing it could settle safely);
-  the result names the cascade as its judge and the audit rows the expensive one.
+- **rerank** with ``strategy="pointwise"``: the cheap judge scores every candidate; those
+  above the band keep their cheap order at the top, those below it at the bottom, and the
+  band in between is ordered by the expensive judge's scores (each ranked passage says which
+  stage placed it, ``judged_by``; a ``cascade.split`` event gives the split and the calls
+  saved). Other rerank strategies pass through to the expensive judge.
+- **classify**, **audit**: passed through to the expensive judge (the cheap encoder cannot
+  abstain on a claim or a label, so there is nothing it could settle safely); the result
+  names the cascade as its judge.
 
 The band. ``band=LOW:HIGH`` sets it; ``band_path=FILE`` reads one written by
 ``evidex calibrate tier --judge cascade:...`` (the smallest band whose kappa against the
@@ -218,7 +223,7 @@ class CascadeJudge(Judge):
     """
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
-    splits: ClassVar[frozenset[str]] = frozenset({"tier"})
+    splits: ClassVar[frozenset[str]] = frozenset({"tier", "rerank"})
     """The jobs whose items the cheap stage may settle; the others pass through."""
 
     def __init__(

@@ -46,6 +46,9 @@ class RankedPassage(BaseModel):
     excluded: str | None = Field(
         default=None, description="the judge's reason when it excluded this passage"
     )
+    judged_by: str | None = Field(
+        default=None, description="the stage of a cascade judge that scored it (its judge id)"
+    )
 
 
 class Exclusion(BaseModel):
