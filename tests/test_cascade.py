@@ -439,3 +439,14 @@ def test_demo_shows_the_cascade_split_and_a_labelled_preview(store: SqlStore) ->
     assert preview is not None and preview.preview and preview.expensive is None and band
     assert preview.sent == sum(band.uncertain(s) for s in (0.5, 0.1, 0.9, 0.05))
     assert _cascade_view(ScriptedJudge(), alone, "q") is None
+
+
+def test_the_spend_line_names_the_split_and_the_calls_saved(store: SqlStore) -> None:
+    from evidex.cli._spend import spend_line
+
+    expensive = ScriptedJudge([tier_reply])
+    result = evidex.tier(
+        "q", passages_scored(*([0.5] * 2 + [0.05] * 10)), judge=cascade(expensive), store=store
+    )
+    line = spend_line([result])
+    assert "cascade: 10 settled by fake:cheap, 2 sent to scripted, 1 call(s) saved" in line
