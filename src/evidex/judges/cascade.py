@@ -56,7 +56,7 @@ import importlib.resources
 import json
 import logging
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
@@ -256,25 +256,19 @@ class CascadeJudge(Judge):
             logger.warning("%s", warning)
 
     @classmethod
-    def from_spec(
-        cls, spec: str, *, build: Callable[..., Judge] | None = None, **options: Any
-    ) -> CascadeJudge:
+    def from_spec(cls, spec: str, **options: Any) -> CascadeJudge:
         """Build both stages from ``cascade:CHEAP,EXPENSIVE``, options routed to each."""
         from evidex.judges import JUDGES, get_judge
 
         cheap_spec, expensive_spec = split_spec(spec, list(JUDGES))
         own, cheap_options, expensive_options = route_options(cheap_spec, expensive_spec, options)
-        unknown = set(own) - OWN_OPTIONS
-        if unknown:
-            raise ConfigError(f"unknown cascade option(s): {sorted(unknown)}")
-        make = build or get_judge
-        cheap = make(cheap_spec, **cheap_options)
-        expensive = make(expensive_spec, **expensive_options)
+        if "band" in own and "band_path" in own:
+            raise ConfigError("give the cascade band= or band_path=, not both")
+        cheap = get_judge(cheap_spec, **cheap_options)
+        expensive = get_judge(expensive_spec, **expensive_options)
         band: Band | str | None = own.get("band")
         source = ""
         if "band_path" in own:
-            if band is not None:
-                raise ConfigError("give the cascade band= or band_path=, not both")
             band, source = load_band(own["band_path"], cheap.judge_id), str(own["band_path"])
         return cls(cheap, expensive, band=band, band_source=source)
 
