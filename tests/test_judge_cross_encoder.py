@@ -27,7 +27,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 from evidex.cli import main
 from evidex.errors import ConfigError
-from evidex.evaluate.calibrate import calibrate_tier
 from evidex.jobs.rerank import rerank
 from evidex.jobs.tier import tier
 from evidex.judges import get_judge
@@ -382,7 +381,7 @@ def test_a_graph_of_the_wrong_shape_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_calibrate_tier_fits_cut_points_on_the_score(
-    tmp_path: Path, store: SqlStore, judge: CrossEncoderJudge
+    tmp_path: Path, judge: CrossEncoderJudge, capsys: pytest.CaptureFixture[str]
 ) -> None:
     texts = [
         (RELEVANT, "directly-supporting"),
@@ -397,12 +396,19 @@ def test_calibrate_tier_fits_cut_points_on_the_score(
     ]
     golden = tmp_path / "golden.jsonl"
     golden.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-    record = calibrate_tier(golden, judge=judge, store=store, out_dir=tmp_path / "cal")
+    out = tmp_path / "cal"
+    argv = ["calibrate", "tier", "--golden", str(golden), "-o", str(out)]
+    argv += ["--judge", "local:cross-encoder", "--judge-option", f"path={judge.files.model.parent}"]
+    assert main(argv) == 0
+    said = " ".join(capsys.readouterr().err.split())
+    record = json.loads((out / "calibration.json").read_text(encoding="utf-8"))
     assert record["judge_id"] == "local:cross-encoder"
     assert record["model_version"] == judge.model_version
     cuts = record["fitted"]["cut_points"]
     assert len(cuts) == 3 and cuts == sorted(cuts, reverse=True)
     assert all(0 <= c <= 1 for c in cuts)  # on the sigmoid scale the thresholds option takes
+    assert record["fitted"]["judge_option"] == judge.cut_points_option(cuts)
+    assert f"add --judge-option {judge.cut_points_option(cuts)} to evidex tier" in said
     fitted = get_judge("local:cross-encoder", path=judge.files.model.parent, **_option(judge, cuts))
     assert isinstance(fitted, CrossEncoderJudge)
     assert fitted.cut_points == pytest.approx(cuts, rel=1e-3)

@@ -305,6 +305,14 @@ def calibrate_command(
                 f'thresholds_path="{thresholds}"))'
             )
         )
+    option = (fitted or {}).get("judge_option")
+    if option:
+        console.print(
+            Text(
+                f"to grade with these cut points, add --judge-option {option} to evidex tier, "
+                "evidex bulk tier or evidex eval tier"
+            )
+        )
     console.print(
         Text(
             f"evidex eval tier --calibration {out / CALIBRATION_FILE} (the default for "

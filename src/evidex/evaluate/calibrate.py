@@ -134,6 +134,9 @@ async def acalibrate_tier(
                 encoding="utf-8",
             )
             fitted["thresholds_file"] = str(out / "thresholds.json")
+        as_option = getattr(the_judge, "cut_points_option", None)
+        if callable(as_option):  # a judge that takes its cut points as an option
+            fitted["judge_option"] = as_option(fitted["cut_points"])
     record = calibration_record(
         job="tier",
         judge_id=the_judge.judge_id,
