@@ -1,7 +1,8 @@
 """Judge backends, chosen by spec string (``openai:gpt-4o-mini``, ``local:minilm``).
 
 What lives here: the backends behind :class:`~evidex.judging.Judge` (``openai:``,
-``local:minilm``, ``local:qwen``), :mod:`evidex.judges.scoring` (the scoring capability and
+``local:minilm``, ``local:qwen``, ``local:gguf``, ``local:cross-encoder``),
+:mod:`evidex.judges.scoring` (the scoring capability and
 its adapter) and :mod:`evidex.judges.cascade` (a judge of two judges). This is the only package
 that imports a vendor SDK or a model runtime (openai, onnxruntime, onnx, tokenizers,
 llama-cpp-python, bm25s), and only inside the backend that needs it, which the registry
