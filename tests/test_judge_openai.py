@@ -226,9 +226,11 @@ def test_server_answering_500_about_response_format_negotiates_once_per_endpoint
     assert {a.source for a in result.classifications} == {"judge"}
     modes = [format_mode(r.body) for r in server.chat_requests]
     refused = modes.count("json_schema")
-    # only the calls already on the wire when the first refusal came back were sent as json_schema
+    # only the calls that chose their mode before the first refusal came back were sent as
+    # json_schema (one of them may reach the server after another's json_object retry); each
+    # batch then went out once as json_object with the schema
     assert 1 <= refused <= FAST.max_concurrency
-    assert modes[refused:] == ["json_object+schema"] * 5
+    assert modes.count("json_object+schema") == 5 and len(modes) == refused + 5
     assert [r["status"] for r in judge_rows(store, result.run_id)] == ["ok"] * 5
     notes = [r for r in store.audit_rows(run_id=result.run_id) if r["step"] == "judge.note"]
     assert len(notes) == 1

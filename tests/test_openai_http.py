@@ -1,6 +1,7 @@
-"""The ``openai:`` judge's HTTP/1.1 client against a raw server on loopback: connections kept
-alive and reused, the three ways a body is framed, a server closing a kept-alive connection,
-timeouts, and no SDK or HTTP library imported."""
+"""The ``openai:`` judge's HTTP client (aiohttp) against a raw server on loopback, end to end:
+connections kept alive and reused, a chunked answer, a server closing a kept-alive connection,
+timeouts, status errors, a session per event loop, the proxy the environment names, and no
+openai SDK or httpx imported."""
 
 from __future__ import annotations
 
@@ -48,6 +49,7 @@ class RawServer:
         self.connections = 0
         self.calls = 0
         self.headers: list[dict[str, str]] = []
+        self.request_lines: list[str] = []
         self.server: asyncio.Server | None = None
 
     async def start(self) -> str:
@@ -66,6 +68,7 @@ class RawServer:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 lines = head.decode("latin-1").split("\r\n")
+                self.request_lines.append(lines[0])
                 headers = {
                     k.strip().lower(): v.strip()
                     for k, _, v in (line.partition(":") for line in lines[1:] if line)
@@ -130,17 +133,6 @@ def test_a_chunked_answer_is_read_whole() -> None:
 
     server, texts = asyncio.run(calls(chunked, 2))
     assert texts == ["chunked answer"] * 2 and server.connections == 1
-
-
-def test_an_answer_framed_by_the_end_of_the_connection_and_a_close() -> None:
-    async def until_close(call: int, _: bytes) -> tuple[bytes, bool]:
-        if call == 1:
-            return b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n" + completion("until eof"), True
-        return sized(completion("closed after"), "Connection: close\r\n"), True
-
-    server, texts = asyncio.run(calls(until_close, 2))
-    assert texts == ["until eof", "closed after"]
-    assert server.connections == 2  # a closed connection is not reused
 
 
 def test_a_kept_alive_connection_the_server_dropped_is_replaced() -> None:
@@ -213,7 +205,46 @@ async def _result(future: asyncio.Future[str]) -> str:
     return await future
 
 
-def test_the_judge_imports_no_sdk_and_no_http_library() -> None:
+def test_the_proxy_named_by_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+    async def run() -> tuple[RawServer, str]:
+        proxy = RawServer(keep_alive)  # answers itself: it never forwards
+        monkeypatch.setenv("HTTP_PROXY", (await proxy.start()).removesuffix("/v1"))
+        judge = judge_for("http://127.0.0.1:9/v1")  # nothing listens there
+        try:
+            text = (await judge.complete(REQUEST)).text
+        finally:
+            await judge.aclose()
+            await proxy.stop()
+        return proxy, text
+
+    proxy, text = asyncio.run(run())
+    assert text == "answer 1"
+    assert proxy.request_lines == ["POST http://127.0.0.1:9/v1/chat/completions HTTP/1.1"]
+    assert proxy.headers[0]["host"] == "127.0.0.1:9"
+
+
+def test_no_proxy_keeps_a_host_off_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def run() -> tuple[RawServer, RawServer, str]:
+        proxy, server = RawServer(keep_alive), RawServer(keep_alive)
+        monkeypatch.setenv("HTTP_PROXY", (await proxy.start()).removesuffix("/v1"))
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        judge = judge_for(await server.start())
+        try:
+            text = (await judge.complete(REQUEST)).text
+        finally:
+            await judge.aclose()
+            await proxy.stop()
+            await server.stop()
+        return proxy, server, text
+
+    proxy, server, text = asyncio.run(run())
+    assert text == "answer 1" and server.calls == 1 and proxy.calls == 0
+
+
+def test_the_judge_imports_neither_the_openai_sdk_nor_httpx() -> None:
     code = (
         "import asyncio, sys\n"
         "from evidex.errors import JudgeUnavailable\n"

@@ -7,8 +7,8 @@ What lives here: :mod:`._judge` (the judge: options, identity, one call, error c
 :mod:`._pool` (the endpoints of a pool: routing to the least busy one, a breaker, an adaptive
 in-flight limit and a cooldown each) and :mod:`._wire` (the request body, the structured-output
 modes, reading the reply, keeping credentials out of texts) and :mod:`._http` (sending it:
-kept-alive connections per endpoint and event loop). It may import the root modules of evidex
-and the standard library; the openai SDK is not used (:mod:`._http` says why).
+an aiohttp session per endpoint and event loop). It may import the root modules of evidex,
+the standard library and aiohttp; the openai SDK is not used (:mod:`._http` says why).
 
 Several endpoints (replicas of one model) form a pool: a call goes to the endpoint with the
 fewest outstanding calls whose breaker allows it; a transport fault, timeout, 429 or 5xx there

@@ -380,7 +380,6 @@ class OpenAIJudge(Judge):
                 headers=self._headers(),
                 timeout_s=self.options.timeout_s,
                 max_retries=self.options.max_retries,
-                keepalive=endpoint.max_limit,
             )
         return endpoint.transport
 
