@@ -20,6 +20,14 @@ first (the schema puts ``tier`` before the justification), read as a distributio
   best-matching sentence by ``local:minilm`` (a verbatim slice, see
   :meth:`evidex.judges.minilm.MiniLMJudge.match`), said to be one. The bottom tier quotes
   nothing (the tier spec's null snippet for irrelevant).
+- Why tier names, not grade digits: on 16 LLMJudge dev pairs (4 queries outside the bench
+  samples, one pair per NIST grade each), a "reply with the grade, one digit" prompt gave the
+  shipped 1.5B model nearly flat digit distributions (mean expected grade 1.81 / 1.99 / 1.92
+  / 2.01 for NIST 0 / 1 / 2 / 3; with an UMBRELA-style scale 1.56 / 1.90 / 1.84 / 1.93). The
+  tier names give sharper distributions, but the model leans to contextually-relevant
+  whatever it reads (see docs/benchmarks.md, qwen_modes_agreement, before relying on its
+  tiers); dividing by its probabilities for the passage ``N/A`` (contextual calibration)
+  pushed irrelevant passages to directly-supporting on a first batch, so it is not used.
 - A custom tier prompt (``prompt=``, ``EVIDEX_PROMPT_TIER``) is not read in this mode: the
   grading prompt is this module's, and its hash is in the judge's fingerprint.
 """
