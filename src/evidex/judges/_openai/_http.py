@@ -5,9 +5,12 @@ concurrency the client's own CPU per call is what bounds throughput (``bench/api
 Measured at concurrency 64 against a loopback server, the openai SDK's request building and
 httpx's pool cost 3-21 ms of CPU per call (httpx scans every pooled connection whenever a
 request starts or ends); aiohttp, with its C HTTP parser and a keep-alive pool that does no such
-scan, costs about 0.5-0.9 ms per request. A hand-written HTTP/1.1 client was a little cheaper
-still (0.57-0.69 ms), but it was our code to keep for TLS, framing and proxies, and it dropped
-the proxies the SDK honoured; aiohttp is the well-kept library made for the job.
+scan, costs 0.47-0.95 ms per bare request (2,000 POSTs of a 3 kB body, load average 4.5-10). A
+hand-written HTTP/1.1 client was a little cheaper (0.57-0.69 ms at load 10; in the tier job
+over 10,000 passages, ``bench/api_path.py --concurrency 64``, harness and client took 1.85-1.91
+ms per call against aiohttp's 2.16-2.28, back to back at load 5-7.6), but it was our code to
+keep for framing, TLS and proxies, and it dropped the proxies the SDK honoured; aiohttp is the
+well-kept library made for the job.
 :mod:`._wire` builds the body and reads the reply.
 
 One :class:`aiohttp.ClientSession` per event loop: a session belongs to the loop it was opened
