@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -29,8 +30,9 @@ class RunContext:
     """Whether a fallback also opens a review item. A job's spec may say a fallback is a final
     answer at some risk level (classify at low risk); it is still marked and audit-logged."""
 
-    @property
+    @functools.cached_property
     def query_hash(self) -> str:
+        """Computed once per run: every call's audit row carries it."""
         return sha256_hex(self.query)[:16]
 
 
