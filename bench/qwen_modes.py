@@ -3,7 +3,7 @@ and tier agreement on LLMJudge dev beside ``local:minilm``.
 
     python bench/qwen_modes.py [--data ../shared/data] [--passages 10] [--speed-seed 0]
                                [--stratified-queries 10] [--per-grade 2] [--seed 1]
-                               [--part speed|agreement|both] [--skip-stratified]
+                               [--part speed|rerank|agreement|both] [--skip-stratified]
 
 1. Speed: one LLMJudge dev query (drawn with ``--speed-seed`` among those with at least 3
    relevant, NIST grade 2-3, and 3 irrelevant, grade 0, pairs), ``--passages`` of its pairs
@@ -21,8 +21,10 @@ and tier agreement on LLMJudge dev beside ``local:minilm``.
    ``local:minilm`` (``mode=generate`` would take most of an hour here).
 
 Everything runs through ``evidex.evaluate.run.evaluate`` (the code of ``evidex eval tier``),
-cache off. Figures go to docs/benchmarks.md, sections ``qwen_modes_speed`` (part 1) and
-``qwen_modes_agreement`` (parts 2 and 3); ``--part`` runs one of them.
+cache off. ``--part rerank`` also reranks the speed query's passages by the pointwise strategy
+(``mode=score``'s expected grade, beside ``local:minilm``). Figures go to docs/benchmarks.md,
+sections ``qwen_modes_speed`` (part 1), ``qwen_modes_agreement`` (parts 2 and 3) and
+``qwen_modes_rerank``; ``--part`` runs one of them (``both``: speed and agreement).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from evidex.evaluate.golden import TierGolden, write_jsonl
 from evidex.evaluate.registry import EvalOptions
 from evidex.evaluate.run import evaluate
 from evidex.harness.runner import HarnessSettings
+from evidex.jobs.rerank import arerank
 from evidex.jobs.tier import atier
 from evidex.judges import get_judge
 from evidex.store import open_store
@@ -159,6 +162,51 @@ def run_speed(pairs: list[TierGolden], store: Any, settings: HarnessSettings) ->
     ]
 
 
+def run_rerank(pairs: list[TierGolden], store: Any, settings: HarnessSettings) -> list[str]:
+    """Pointwise rerank of the speed query's passages: does the expected grade order them?"""
+    query = pairs[0].query
+    passages = [Passage(passage_id=r.passage_id, text=r.text) for r in pairs]
+    rows = []
+    for label, spec, opts in (
+        ("`local:qwen` mode=score", "local:qwen", {"mode": "score"}),
+        ("`local:minilm`", "local:minilm", {}),
+    ):
+        load = os.getloadavg()[0]
+        started = time.perf_counter()
+        result = asyncio.run(
+            arerank(
+                query,
+                passages,
+                strategy="pointwise",
+                top_n=len(passages),
+                judge=get_judge(spec, **opts),
+                store=store,
+                settings=settings,
+            )
+        )
+        seconds = time.perf_counter() - started
+        score = {r.passage_id: r.relevance_score for r in result.ranked_passages}
+        relevant = [score[r.passage_id] for r in pairs if (r.grade or 0) >= 2]
+        irrelevant = [score[r.passage_id] for r in pairs if r.grade == 0]
+        share = sum(
+            1.0 if a > b else 0.5 if a == b else 0.0 for a in relevant for b in irrelevant
+        ) / (len(relevant) * len(irrelevant))
+        order = " ".join(
+            str(next(p.grade for p in pairs if p.passage_id == i)) for i in result.ids()
+        )
+        print(f"rerank {label}: ordered {share:.2f} in {seconds:.0f} s; grades in order {order}")
+        rows.append(f"| {label} | {share:.2f} | {order} | {seconds:.0f} | {load:.1f} |")
+    return [
+        f"Query {pairs[0].query_id} ({query!r}), the same {len(pairs)} passages as the speed "
+        "part, reranked by the pointwise strategy (`mode=score`: the expected grade), cache off.",
+        "",
+        "| judge | relevant (NIST 2-3) above irrelevant (NIST 0) | NIST grades in the judge's "
+        "order | s | 1-min load at start |",
+        "|---|---:|---|---:|---:|",
+        *rows,
+    ]
+
+
 def run_agreement(
     name: str,
     sample: list[TierGolden],
@@ -213,7 +261,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--part",
-        choices=("speed", "agreement", "both"),
+        choices=("speed", "rerank", "agreement", "both"),
         default="both",
         help="each part writes its own section, so the two can run as separate processes",
     )
@@ -236,7 +284,13 @@ def main() -> None:
             "local:qwen speed: mode=score against mode=generate",
             "\n".join(body),
         )
-    if args.part == "speed":
+    if args.part == "rerank":
+        body = [start, ""]
+        body += run_rerank(speed_query(records, args.passages, args.speed_seed), store, settings)
+        write_section(
+            "qwen_modes_rerank", "local:qwen mode=score: pointwise rerank order", "\n".join(body)
+        )
+    if args.part in ("speed", "rerank"):
         store.close()
         return
 
