@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 
 import evidex
@@ -349,6 +350,42 @@ def test_fit_band_picks_the_smallest_band_that_meets_the_target() -> None:
     assert loose["share_sent"] < fitted["share_sent"] and loose["kappa"] >= 0.75
 
 
+def noisy_golden(queries: int = 12) -> tuple[list[float], list[int], list[int], list[str]]:
+    """Twelve queries of twenty pairs: the cheap judge is wrong on a few pairs whose scores fall
+    in the middle, more of them on some queries than on others; the expensive one is right."""
+    rng = np.random.default_rng(3)
+    scores: list[float] = []
+    cheap: list[int] = []
+    gold: list[int] = []
+    groups: list[str] = []
+    for q in range(queries):
+        wrong = 0.1 + 0.3 * (q % 3)  # how often the cheap judge errs in the middle
+        for s in rng.uniform(0, 1, 20).tolist():
+            g = 0 if s >= 0.5 else 1
+            flip = 0.3 <= s < 0.7 and rng.uniform() < wrong
+            scores.append(s)
+            gold.append(g)
+            cheap.append(1 - g if flip else g)
+            groups.append(f"q{q}")
+    return scores, cheap, gold, groups
+
+
+def test_fit_band_margin_widens_the_band_on_a_noisy_golden_set() -> None:
+    scores, cheap, gold, groups = noisy_golden()
+    point = fit_band(scores, cheap, gold, gold, 2, target=0.05)
+    margin = fit_band(scores, cheap, gold, gold, 2, target=0.05, groups=groups, resamples=200)
+    # the point estimate just meets the target; the 5th percentile of the resamples needs more
+    assert point["kappa"] >= point["kappa_expensive"] - 0.05
+    assert margin["share_sent"] > point["share_sent"]
+    assert margin["low"] <= point["low"] and margin["high"] >= point["high"]
+    assert margin["margin"]["kappa_loss_bound"] >= -0.05
+    assert margin["margin"]["resamples"] == 200 and "margin" not in point
+    again = fit_band(scores, cheap, gold, gold, 2, target=0.05, groups=groups, resamples=200)
+    assert again == margin  # seeded: the fit is deterministic
+    with pytest.raises(ValueError, match="query"):
+        fit_band(scores, cheap, gold, gold, 2, resamples=10)
+
+
 def write_golden(path: Path) -> Path:
     """Four queries of six pairs; the tier is written in the score (below 0.5: irrelevant)."""
     rows = []
@@ -398,6 +435,7 @@ def test_calibrate_tier_fits_and_records_the_band(tmp_path: Path, store: SqlStor
     assert saved["cheap_version"] == "fake-1" and saved["expensive_version"] == "scripted"
     assert record["judge_id"] == judge.judge_id
     assert record["model_version"] == "fake-1 -> scripted"
+    assert saved["fit"]["margin"]["resamples"] == 200  # the fit is made with the safety margin
     band = load_band(tmp_path / "cal" / "cascade_band.json", "fake:cheap")
     calibrated = CascadeJudge(FakeScorer(), ScriptedJudge(), band=band)
     assert calibrated.band.low == 0.45 and calibrated.warnings == []

@@ -128,7 +128,10 @@ def fit_band(
     *,
     target: float = 0.02,
     candidates: int = 100,
-) -> dict[str, float]:
+    groups: Sequence[str] | None = None,
+    resamples: int = 0,
+    seed: int = 0,
+) -> dict[str, Any]:
     """The cascade band ``[low, high)`` that sends the fewest items to the expensive judge
     while the cascade's kappa against ``gold`` stays within ``target`` of the expensive
     judge's own.
@@ -138,40 +141,96 @@ def fit_band(
     bounds are tried at ``candidates`` score quantiles and at ±infinity (so sending every item,
     which meets any target of at least 0, is always a choice); ties in the share sent keep the
     higher kappa, then the earlier choice: the fit is deterministic.
+
+    With ``resamples`` and ``groups`` (each item's query), the target must hold with a safety
+    margin: the 5th percentile, over ``resamples`` bootstrap resamples of the queries, of the
+    band's kappa minus the expensive judge's on the same resample. The point estimate picks
+    the band that just meets the target on the fitting set, which on new queries falls short
+    (on TREC DL 2019, fitted on one half of the queries: 0.277 against the LLM's 0.324 on the
+    other half); the margin buys a wider band that holds there.
     """
     values = np.asarray(scores, dtype=float)
     if not len(values) or not len(values) == len(cheap) == len(expensive) == len(gold):
         raise ValueError("scores and the three label lists must be non-empty and equally long")
+    if resamples and (groups is None or len(groups) != len(values)):
+        raise ValueError("a bootstrap margin needs the query (group) of every item")
     grid = np.quantile(values, np.linspace(0, 1, candidates + 1), method="lower")
     lows = np.unique(np.concatenate([[-np.inf], grid]))
     highs = np.unique(np.concatenate([lows[1:], [np.inf]]))
     cheap_a, exp_a, gold_a = (np.asarray(x, dtype=int) for x in (cheap, expensive, gold))
     n = n_labels
-    best: tuple[float, float, float, float] | None = None  # (share, -kappa, low, high)
+    weights = _bootstrap_weights(groups, resamples, seed) if resamples and groups else None
+    best: tuple[float, float, float, float, float] | None = None  # share, -bound, low, high, k
     alone = float(_kappas(_confusions(gold_a[None, :], exp_a[None, :], n), None)[0])
+    alone_b = None if weights is None else _resampled(weights, gold_a, exp_a[None, :], n)[0]
     for low in lows:
         ups = highs[highs >= low]
         inside = (values[None, :] >= low) & (values[None, :] < ups[:, None])
         predicted = np.where(inside, exp_a[None, :], cheap_a[None, :])
         kappas = _kappas(_confusions(gold_a[None, :], predicted, n), None)
+        if weights is None or alone_b is None:
+            bounds = kappas - alone
+        else:
+            with np.errstate(invalid="ignore"):
+                bounds = np.nanquantile(
+                    _resampled(weights, gold_a, predicted, n) - alone_b, 0.05, axis=1
+                )
         shares = inside.mean(axis=1)
-        for share, kappa, high in zip(shares, kappas, ups, strict=True):
-            if np.isnan(kappa) or kappa < alone - target - 1e-12:
+        for share, bound, kappa, high in zip(shares, bounds, kappas, ups, strict=True):
+            if np.isnan(bound) or bound < -target - 1e-12:
                 continue
-            choice = (float(share), -float(kappa), float(low), float(high))
+            choice = (float(share), -float(bound), float(low), float(high), float(kappa))
             if best is None or choice[:2] < best[:2]:
                 best = choice
     if best is None:  # only when the expensive judge's own kappa is undefined
         raise ValueError("kappa is undefined for every band (a single label?)")
-    share, neg_kappa, low, high = best
-    return {
+    share, neg_bound, low, high, kappa = best
+    fitted: dict[str, Any] = {
         "low": low,
         "high": high,
-        "kappa": -neg_kappa,
+        "kappa": kappa,
         "kappa_expensive": alone,
         "share_sent": share,
         "target": target,
     }
+    if weights is not None:
+        fitted["margin"] = {
+            "rule": "5th percentile of (band kappa - expensive kappa) over query resamples",
+            "resamples": resamples,
+            "seed": seed,
+            "kappa_loss_bound": -neg_bound,
+        }
+    return fitted
+
+
+def _bootstrap_weights(
+    groups: Sequence[str], resamples: int, seed: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int_]]:
+    """How many times each group is drawn in each resample (resamples × groups), and each
+    item's group index."""
+    names, index = np.unique(np.asarray(groups, dtype=str), return_inverse=True)
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, len(names), size=(resamples, len(names)))
+    counts = np.stack([np.bincount(row, minlength=len(names)) for row in draws]).astype(float)
+    return counts, index.astype(int)
+
+
+def _resampled(
+    weights: tuple[npt.NDArray[np.float64], npt.NDArray[np.int_]],
+    gold: npt.NDArray[np.int_],
+    predicted: npt.NDArray[np.int_],
+    n: int,
+) -> npt.NDArray[np.float64]:
+    """Kappa of each row of ``predicted`` on each resample (rows × resamples): each group's
+    confusion counts once, then the resamples as weighted sums of them."""
+    counts, group = weights
+    rows, cells = predicted.shape[0], n * n
+    flat = (np.arange(rows)[:, None] * counts.shape[1] + group[None, :]) * cells
+    flat = (flat + gold[None, :] * n + predicted).ravel()
+    per_group = np.bincount(flat, minlength=rows * counts.shape[1] * cells).astype(float)
+    per_group = per_group.reshape(rows, counts.shape[1], cells)
+    confusion = np.einsum("bq,rqk->rbk", counts, per_group, optimize=True)
+    return _kappas(confusion.reshape(rows * len(counts), n, n), None).reshape(rows, len(counts))
 
 
 def _confusions(

@@ -27,7 +27,8 @@ How the jobs use it:
 
 The band. ``band=LOW:HIGH`` sets it; ``band_path=FILE`` reads one written by
 ``evidex calibrate tier --judge cascade:...`` (the smallest band whose kappa against the
-golden set stays within a target of the expensive judge alone); without either, the shipped
+golden set stays within a target of the expensive judge alone, at the 5th percentile of a
+bootstrap over the golden queries); without either, the shipped
 default for the cheap judge (``evidex/data/cascade/band.json``, fitted on LLMJudge dev data)
 is used. A cheap judge with no shipped default and no band given sends every item on
 (``band=-inf:inf``), which saves nothing but is never wrong. A band file made with other
