@@ -17,7 +17,7 @@ import pytest
 
 from evidex.errors import JudgeUnavailable
 from evidex.judges import get_judge
-from evidex.judges._openai import OpenAIJudge
+from evidex.judges._openai import OpenAIJudge, _http
 from evidex.judging import JudgeRequest, Message, Payload
 
 pytestmark = pytest.mark.network
@@ -205,6 +205,15 @@ async def _result(future: asyncio.Future[str]) -> str:
     return await future
 
 
+@pytest.fixture(params=["read once", "read by aiohttp"])
+def proxy_lookup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways the transport finds the proxy: aiohttp's lookup once per session, or, in an
+    aiohttp release without that helper, aiohttp reading the environment per request."""
+    if request.param == "read by aiohttp":
+        monkeypatch.setattr(_http, "get_env_proxy_for_url", None)
+
+
+@pytest.mark.usefixtures("proxy_lookup")
 def test_the_proxy_named_by_the_environment_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy", "http_proxy"):
         monkeypatch.delenv(name, raising=False)
@@ -226,6 +235,7 @@ def test_the_proxy_named_by_the_environment_is_used(monkeypatch: pytest.MonkeyPa
     assert proxy.headers[0]["host"] == "127.0.0.1:9"
 
 
+@pytest.mark.usefixtures("proxy_lookup")
 def test_no_proxy_keeps_a_host_off_the_proxy(monkeypatch: pytest.MonkeyPatch) -> None:
     async def run() -> tuple[RawServer, RawServer, str]:
         proxy, server = RawServer(keep_alive), RawServer(keep_alive)

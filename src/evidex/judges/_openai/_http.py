@@ -48,8 +48,12 @@ from collections.abc import Mapping
 from urllib.parse import urlsplit
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
 from yarl import URL
+
+try:  # aiohttp's own reading of the proxy variables; not documented API, so it may move
+    from aiohttp.helpers import get_env_proxy_for_url
+except ImportError:  # pragma: no cover - depends on the aiohttp release
+    get_env_proxy_for_url = None  # type: ignore[assignment]
 
 __all__ = ["HTTPFault", "StatusError", "TimedOut", "Transport", "Unreachable"]
 
@@ -162,11 +166,14 @@ class Transport:
             timeout=self._timeout,
             cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=_SKIPPED,
+            # without the lookup below, aiohttp reads the environment on every request
+            trust_env=get_env_proxy_for_url is None,
         )
-        try:
-            proxy, auth = get_env_proxy_for_url(self._base)
-        except LookupError:  # none named for this scheme, or NO_PROXY covers the host
-            proxy, auth = None, None
+        proxy, auth = None, None
+        if get_env_proxy_for_url is not None:
+            # LookupError: none named for this scheme, or NO_PROXY covers the host
+            with contextlib.suppress(LookupError):
+                proxy, auth = get_env_proxy_for_url(self._base)
         session = self._sessions[loop] = _Session(client, proxy, auth)
         self._guards[loop] = loop.create_task(self._close_at_loop_end(loop))
         return session
