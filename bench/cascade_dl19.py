@@ -13,11 +13,13 @@ points), because scoring them again for every operating point would take an hour
 
 The queries are split in two halves. For each target (the kappa the cascade may lose against
 the LLM alone), the band is fitted on one half (:func:`evidex.evaluate.calibration.fit_band`,
-what ``evidex calibrate`` runs) and the cascade judge runs the tier job on the other half;
-then the halves swap. Reported per half: kappa against NIST (four grades, unweighted) and the
-share of pairs sent to the LLM, for the LLM alone, the encoder alone, the cascade with its
-shipped default band (fitted on LLMJudge dev, never on DL 2019) and the cascade at each
-fitted band; a plot goes to ``docs/cascade_dl19.png`` and the section to ``docs/benchmarks.md``.
+what ``evidex calibrate`` runs: the target must hold at the 5th percentile of a bootstrap over
+the fitting half's queries, not only at its point estimate) and the cascade judge runs the
+tier job on the other half; then the halves swap. Reported per half: kappa against NIST (four
+grades, unweighted) and the share of pairs sent to the LLM, for the LLM alone, the encoder
+alone, the cascade with its shipped default band (fitted on LLMJudge dev, never on DL 2019)
+and the cascade at each fitted band; a plot goes to ``docs/cascade_dl19.png`` and the
+section to ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from evidex.judging import Judge, JudgeReply, JudgeRequest
 from evidex.store import open_store
 from evidex.types import DEFAULT_TIERS
 
+RESAMPLES = 200  # the bootstrap margin of evidex calibrate
 TARGETS = (0.0, 0.01, 0.02, 0.03, 0.05, 0.08, 0.12, 0.2)
 NAMES = list(DEFAULT_TIERS.names)
 LLM = "openai:deepseek-v3-umbrela-recorded"
@@ -193,7 +196,16 @@ async def measure(data: Path, cache: Path) -> tuple[list[Point], list[Point], di
             ]  # grade 3 = tier 0
             fit_gold = [NAMES.index(r.tier) for r in fit]
             for target in TARGETS:
-                band = fit_band(fit_scores, fit_cheap, fit_llm, fit_gold, len(NAMES), target=target)
+                band = fit_band(
+                    fit_scores,
+                    fit_cheap,
+                    fit_llm,
+                    fit_gold,
+                    len(NAMES),
+                    target=target,
+                    groups=[r.group for r in fit],
+                    resamples=RESAMPLES,
+                )
                 judge = CascadeJudge(
                     cheap,
                     llm,
@@ -260,17 +272,16 @@ def table(points: Sequence[Point]) -> str:
     return "\n".join(lines)
 
 
-def best(points: Sequence[Point]) -> str:
+def best(points: Sequence[Point], target: float = 0.02) -> str:
+    """The point fitted at the goal's own target (chosen before looking at this half: picking
+    the target that happens to work here would tune on the reported half)."""
     llm = next(p for p in points if p.label == "LLM alone")
-    meets = [
-        p for p in points if p.label == "cascade" and p.kappa >= llm.kappa - 0.02 and p.share <= 0.5
-    ]
-    if not meets:
-        return "no operating point meets the goal (kappa within 0.02 of the LLM, at most half sent)"
-    p = min(meets, key=lambda p: p.share)
+    p = next(p for p in points if p.label == "cascade" and p.target == target)
+    met = p.kappa >= llm.kappa - 0.02 and p.share <= 0.5
     return (
-        f"goal met at target {p.target:g}: kappa {p.kappa:.3f} (LLM {llm.kappa:.3f}) with "
-        f"{p.share:.1%} of the pairs sent"
+        f"at target {target:g}, kappa {p.kappa:.3f} (LLM {llm.kappa:.3f}, "
+        f"{p.kappa - llm.kappa:+.3f}) with {p.share:.1%} of the pairs sent: the goal (within "
+        f"0.02, at most half sent) is {'met' if met else 'not met'}"
     )
 
 
@@ -289,7 +300,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "`bench/_loopback_judge.py --grades` through the real `openai:` judge, harness and tier "
         "job); the encoder is `local:minilm` (its scores computed once and replayed from a "
         "cache). Each cascade band is fitted on the other half at the given target (the kappa "
-        "it may lose against the LLM alone) and reported on this half. Kappa is against NIST, "
+        "it may lose against the LLM alone, required at the 5th percentile of "
+        f"{RESAMPLES} bootstrap resamples of that half's queries: the safety margin of "
+        "`evidex calibrate`) and reported on this half. Kappa is against NIST, "
         f"four grades, unweighted. Load average {load:.1f} when the run started.\n\n"
         f"Band fitted on half 1, reported on half 2: {best(one)}.\n\n{table(one)}\n\n"
         f"Band fitted on half 2, reported on half 1: {best(two)}.\n\n{table(two)}\n\n"
