@@ -248,7 +248,8 @@ def calibrate_command(
             "--target",
             min=0.0,
             help="Cascade judges: the kappa the cascade may lose against its expensive stage "
-            "alone; the band that sends the fewest items within it is fitted.",
+            "alone; the band that sends the fewest items while staying within it on 95% of "
+            "bootstrap resamples of the queries is fitted.",
         ),
     ] = 0.02,
 ) -> None:
