@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,18 +15,19 @@ import pytest
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.judges import get_judge
 from evidex.judges._qwen_grades import (
+    CUT_POINTS,
     GRADE_PROMPT_VERSION,
-    GradeReading,
     grade_messages,
-    grade_scale,
-    score_reply,
+    grade_reply,
+    relevance,
     tier_reply,
 )
-from evidex.judges._qwen_score import score_candidates
+from evidex.judges._qwen_score import CandidateScores, score_candidates
+from evidex.judging import PassageText, ScorePayload, TierPayload
 from evidex.tasks.rerank.models import ScoreBatch
 from evidex.tasks.rerank.pointwise import ScoreStep
 from evidex.tasks.tier import TierBatch, TierStep
-from evidex.types import DEFAULT_TIERS, Passage, TierDefinition, TierScheme
+from evidex.types import DEFAULT_TIERS, Passage
 
 YES_NO = [
     {"role": "system", "content": "Answer with one word."},
@@ -88,76 +90,108 @@ def test_reply_prefix_is_part_of_the_prompt(qwen: Any) -> None:
 # --------------------------------------------------------------------------- mode=score replies
 
 
-def _reading(*probabilities: float) -> GradeReading:
-    return GradeReading(tuple(probabilities), mass=0.9)
-
-
 EIFFEL = Passage(
     passage_id="a1",
     text="Paris has many sights. The Eiffel Tower is 330 metres tall since 2022. It is iron.",
 )
 BANANA = Passage(passage_id="c3", text="Bananas are rich in potassium and easy to digest.")
+SENTENCE = "The Eiffel Tower is 330 metres tall since 2022."
 
 
-def test_grading_prompts_of_one_request_share_everything_before_the_passage() -> None:
-    scale = grade_scale()
-    first = grade_messages(scale, "How tall is it?", "one passage")
-    second = grade_messages(scale, "How tall is it?", "another passage")
+def _scorer(yes: dict[str, float], seen: list[list[dict[str, str]]]) -> Any:
+    """A stand-in for the model: p(Yes) by the passage the prompt asks about."""
+
+    def score(messages: list[dict[str, str]], candidates: list[str], prefix: str) -> Any:
+        seen.append(messages)
+        assert candidates == ["Yes", "No"] and prefix == ""
+        passage = messages[-1]["content"].split("Passage: ")[1]
+        p = next(v for k, v in yes.items() if k in passage)
+        return CandidateScores(
+            probabilities={"Yes": p, "No": 1 - p},
+            log_probs={"Yes": math.log(p), "No": math.log(1 - p)},
+            mass=0.9,
+            prompt_tokens=10,
+            prompt_evaluated=10,
+            seconds=0.0,
+        )
+
+    return score
+
+
+def _match(query: str, texts: Any) -> list[Any]:
+    def sentence(text: str) -> Any:
+        first = SENTENCE if SENTENCE in text else text
+        return SimpleNamespace(sentence=SimpleNamespace(text=first, score=0.5))
+
+    return [sentence(t) for t in texts]
+
+
+def test_questions_of_one_request_share_everything_before_the_passage() -> None:
+    first = grade_messages("How tall is it?", "one passage")
+    second = grade_messages("How tall is it?", "another passage")
     assert first[0] == second[0]
     shared = first[1]["content"].split("one passage")[0]
     assert second[1]["content"].startswith(shared) and shared.endswith("Passage: ")
-    system = first[0]["content"]
-    assert system.index("- directly-supporting: ") < system.index("- irrelevant: ")
+    assert first[1]["content"].endswith("Answer Yes or No.")
 
 
-def test_score_mode_tier_reply_is_a_valid_tier_reply_with_a_named_heuristic() -> None:
+def test_the_relevance_score_is_p_yes_renormalised() -> None:
+    seen: list[list[dict[str, str]]] = []
+    assert relevance(_scorer({"Eiffel": 0.8}, seen), "q", EIFFEL.text) == pytest.approx(0.8)
+
+
+def test_tiers_come_from_the_cut_points_with_a_named_heuristic_snippet() -> None:
+    high, mid, low = CUT_POINTS.points
+    assert 1 > high > mid > low > 0
     batch = TierBatch("How tall is the Eiffel Tower?", (EIFFEL, BANANA))
-    scale = grade_scale(batch.scheme.tiers)
-    sentence = "The Eiffel Tower is 330 metres tall since 2022."
+    seen: list[list[dict[str, str]]] = []
+    score = _scorer({"Eiffel": high, "Bananas": low - 0.01}, seen)
+    payload = TierPayload(batch.query, PassageText.of(batch.passages), DEFAULT_TIERS.tiers)
+    reply, read = grade_reply("local:qwen", payload, score, _match)
+    assert read == 20 and len(seen) == 2
+    value = TierStep().validate(batch, json.loads(json.dumps(reply)))
+    top, rest = value.classifications
+    # s equal to a cut point reaches its tier; just below the last one is the bottom tier
+    assert (top.tier, rest.tier) == ("directly-supporting", "irrelevant")
+    assert top.key_evidence_snippet == SENTENCE and SENTENCE in EIFFEL.text
+    assert f"= {high:.3f}" in top.justification and "mode=score" in top.justification
+    assert f"≥ {high:.2f} cut point for directly-supporting" in top.justification
+    assert "best-matching sentence (heuristic" in top.justification
+    assert "not quoted by the model" in top.justification
+    assert f"< {low:.2f} cut point for tangentially-related" in rest.justification
+
+
+def test_between_cut_points_is_the_middle_tier() -> None:
+    high, mid, low = CUT_POINTS.points
     reply = tier_reply(
         "local:qwen",
         ["a1", "c3"],
-        [_reading(0.05, 0.05, 0.2, 0.7), _reading(0.6, 0.2, 0.1, 0.1)],
-        [(sentence, 0.81), ("Bananas are rich in potassium and easy to digest.", 0.02)],
-        scale,
+        [(high + mid) / 2, (mid + low) / 2],
+        [("x", 0.1)] * 2,
+        list(DEFAULT_TIERS.names),
     )
-    value = TierStep().validate(batch, json.loads(json.dumps(reply)))
-    top, bottom = value.classifications
-    assert (top.tier, bottom.tier) == ("directly-supporting", "irrelevant")
-    assert top.key_evidence_snippet == sentence and sentence in EIFFEL.text
-    assert bottom.key_evidence_snippet is None
-    assert "p(3)=0.70" in top.justification and "mode=score" in top.justification
-    assert "best-matching sentence (heuristic" in top.justification
-    assert "not quoted by the model" in top.justification
+    assert [c["tier"] for c in reply["classifications"]] == [
+        "contextually-relevant",
+        "tangentially-related",
+    ]
 
 
-def test_score_mode_tier_reply_follows_a_custom_scheme() -> None:
-    scheme = TierScheme(
-        tiers=(
-            TierDefinition(name="useful", definition="answers it"),
-            TierDefinition(name="useless", definition="does not"),
-        ),
-        fallback_tier="useful",
-    )
-    scale = grade_scale(scheme.tiers)
-    assert [t.name for t in scale] == ["useless", "useful"]
-    reply = tier_reply("local:qwen", ["a1"], [_reading(0.3, 0.7)], [("x", 0.1)], scale)
-    assert reply["classifications"][0]["tier"] == "useful"
+def test_a_two_tier_scheme_splits_at_the_middle_cut_point() -> None:
+    names = ["useful", "useless"]
+    mid = CUT_POINTS.points[1]
+    reply = tier_reply("local:qwen", ["a1", "c3"], [mid, mid - 0.01], [("x", 0.1)] * 2, names)
+    assert [c["tier"] for c in reply["classifications"]] == names
 
 
-def test_score_mode_rerank_score_is_the_expected_grade() -> None:
-    reply = score_reply(
-        "local:qwen", ["a1", "c3"], [_reading(0, 0, 0.5, 0.5), _reading(1, 0, 0, 0)]
-    )
+def test_score_mode_rerank_score_is_s() -> None:
     batch = ScoreBatch("How tall is the Eiffel Tower?", (EIFFEL, BANANA))
+    seen: list[list[dict[str, str]]] = []
+    payload = ScorePayload(batch.query, PassageText.of(batch.passages))
+    score = _scorer({"Eiffel": 0.9, "Bananas": 0.2}, seen)
+    reply, _ = grade_reply("local:qwen", payload, score, _match)
     value = ScoreStep().validate(batch, reply)
-    assert [s.relevance_score for s in value.scores] == [pytest.approx(2.5), 0.0]
-    assert "expected grade 2.50 of 3" in value.scores[0].justification
-
-
-def test_a_tied_distribution_takes_the_lower_grade() -> None:
-    assert _reading(0.25, 0.25, 0.25, 0.25).grade == 0
-    assert _reading(0.1, 0.4, 0.4, 0.1).grade == 1
+    assert [s.relevance_score for s in value.scores] == [pytest.approx(0.9), pytest.approx(0.2)]
+    assert "p(Yes)/(p(Yes)+p(No)) = 0.900" in value.scores[0].justification
 
 
 @pytest.mark.parametrize("bad", [{"mode": "fast"}, {"mode": ""}, {"mdoe": "score"}])
@@ -227,4 +261,4 @@ def test_real_score_mode_pointwise_rerank_puts_the_answer_first(qwen: Any, store
     )
     assert result.source == "judge", result.reason
     assert result.ids()[0] == "a1"
-    assert all("expected grade" in r.justification for r in result.ranked_passages)
+    assert all("p(Yes)" in r.justification for r in result.ranked_passages)

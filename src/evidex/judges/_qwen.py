@@ -3,9 +3,9 @@
 :class:`LlamaJudge` is the machinery, for any GGUF instruct model (``local:gguf`` in
 :mod:`evidex.judges._gguf` runs the user's own file through it); :class:`QwenJudge` is the
 shipped model. Tier and pointwise rerank requests are answered in one of two modes
-(:attr:`LlamaOptions.mode`): the model writes the reply (``generate``), or each passage's grade
-is read from the next-token distribution and nothing is written (``score``, see
-:mod:`evidex.judges._qwen_grades`); classify and audit always generate.
+(:attr:`LlamaOptions.mode`): the model writes the reply (``generate``), or each passage's
+relevance is read from the next-token distribution after a Yes/No question and nothing is
+written (``score``, see :mod:`evidex.judges._qwen_grades`); classify always generates.
 
 Why this shape:
 
@@ -78,16 +78,17 @@ class LlamaOptions(BaseModel):
     mode: Literal["score", "generate"] = "generate"
     """How tier and pointwise rerank requests are answered. ``generate``: the model writes the
     reply JSON (justification and quote included) under the schema's grammar. ``score``: one
-    short prompt per passage, the tier read from the model's distribution over the tier
-    names, nothing generated; the justification gives that distribution and the
-    snippet is the best-matching sentence by ``local:minilm`` (a heuristic, named as one; see
-    :mod:`evidex.judges._qwen_grades`). The audit in ``score`` mode: code splits the answer
-    and quotes the encoder's candidate sentences, the model grades each claim by two Yes/No
-    prompts (see :mod:`evidex.judges._qwen_audit`). Classify always generates. ``generate``
-    stays the default: measured with the shipped 1.5B model (docs/benchmarks.md,
-    ``qwen_modes_*``), ``score`` tiered a 10-passage query 6.2x faster (at a lower load) but
-    agreed with NIST at kappa 0.04 against 0.17 on the same 40 LLMJudge pairs, and its expected
-    grade did not put relevant passages above irrelevant ones."""
+    short Yes/No question per passage ("does the passage answer the query?"), its relevance
+    ``s = p(Yes) / (p(Yes) + p(No))`` read from the model's distribution, nothing generated;
+    rerank scores by ``s``, tiers cut ``s`` by fitted cut points, the justification gives
+    ``s`` and the cut point, and the snippet is the best-matching sentence by
+    ``local:minilm`` (a heuristic, named as one; see :mod:`evidex.judges._qwen_grades`). The
+    audit in ``score`` mode: code splits the answer and quotes the encoder's candidate
+    sentences, the model grades each claim by two Yes/No prompts (see
+    :mod:`evidex.judges._qwen_audit`). Classify always generates. ``generate`` stays
+    the default: measured with the shipped 1.5B model (docs/benchmarks.md, ``qwen_modes_*``),
+    ``score`` tiered 40 LLMJudge pairs at kappa -0.02 against 0.17 for ``generate`` on the
+    same pairs (cut points fitted on other queries), so it is faster but not better."""
     n_ctx: int = Field(default=4096, ge=1024, le=32768)
     """Context window in tokens. 4096 holds a tier batch of 5 with its re-asks."""
     n_threads: int | None = Field(default=None, ge=1)

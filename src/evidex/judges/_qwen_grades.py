@@ -1,77 +1,72 @@
-"""The scoring mode of the embedded LLM judges (``mode=score``): grades from the model's
-distribution over the tier names, for the tier job and the pointwise rerank step.
+"""The scoring mode of the embedded LLM judges (``mode=score``): one Yes/No question per
+passage, as pointwise LLM rerankers ask small models (monoT5's "true"/"false", the "Yes"/"No"
+prompts of later pointwise rerankers), for the tier job and the pointwise rerank step.
 
 Writing a tier batch's JSON (a justification and a quote per passage) is most of a
 ``mode=generate`` call on a CPU, and a 1.5B model's quotes are where its replies fail. Here each
-passage gets a short prompt of its own (the tiers with their definitions, the query, the
-passage) and a reply begun as ``{"tier": "``; the judge reads how probable each tier name is as
-the continuation (:mod:`evidex.judges._qwen_score`, full sequence log-probabilities): one
-prompt evaluation per passage, the instructions and the query shared by every passage of a
-request and so evaluated once, nothing generated. It is the choice ``mode=generate`` makes
-first (the schema puts ``tier`` before the justification), read as a distribution.
+passage gets a short prompt of its own (the instructions, the query, the passage, then
+:data:`QUESTION`) and the judge reads how probable ``Yes`` and ``No`` are as the reply
+(:mod:`evidex.judges._qwen_score`): one prompt evaluation per passage, the instructions and the
+query shared by every passage of a request and so evaluated once, nothing generated.
 
-- Grades: the request's tier scheme, most relevant tier = highest grade (the default scheme:
-  3 directly-supporting, 2 contextually-relevant, 1 tangentially-related, 0 irrelevant);
-  pointwise rerank uses the default scheme.
-- Tier: the most probable tier. Pointwise rerank: ``relevance_score`` = the expected grade,
-  ``sum g * p(g)``, on the scale 0..top (so passages of one tier are ordered by how sure).
+- The passage's relevance score is ``s = p(Yes) / (p(Yes) + p(No))``, in [0, 1]. Pointwise
+  rerank: ``relevance_score = s``. Tier: ``s`` is cut by :data:`CUT_POINTS` like the
+  ``local:minilm`` score (:func:`evidex.judges._grades.tier_reply`: the first tier whose cut
+  point ``s`` reaches, else the last; a scheme of another tier count gets them re-spread).
+- Why a binary question, not the tier names: asked to continue ``{"tier": "`` with one of
+  the four tier names, the shipped 1.5B model put 37 of 40 LLMJudge pairs in
+  contextually-relevant (kappa 0.04; docs/benchmarks.md, qwen_modes_agreement, before this
+  mode changed), and grade digits were as flat; the offline audit found the same with four
+  classes and works with Yes/No questions (:mod:`evidex.judges._qwen_audit`).
 - The model writes no text, so the rest of a tier reply is a named heuristic: the
-  justification gives the distribution, and ``key_evidence_snippet`` is the passage's
-  best-matching sentence by ``local:minilm`` (a verbatim slice, see
-  :meth:`evidex.judges.minilm.MiniLMJudge.match`), said to be one. The bottom tier quotes
-  nothing (the tier spec's null snippet for irrelevant).
-- Why tier names, not grade digits: on 16 LLMJudge dev pairs (4 queries outside the bench
-  samples, one pair per NIST grade each), a "reply with the grade, one digit" prompt gave the
-  shipped 1.5B model nearly flat digit distributions (mean expected grade 1.81 / 1.99 / 1.92
-  / 2.01 for NIST 0 / 1 / 2 / 3; with an UMBRELA-style scale 1.56 / 1.90 / 1.84 / 1.93). The
-  tier names give sharper distributions, but the model leans to contextually-relevant
-  whatever it reads (see docs/benchmarks.md, qwen_modes_agreement, before relying on its
-  tiers); dividing by its probabilities for the passage ``N/A`` (contextual calibration)
-  pushed irrelevant passages to directly-supporting on a first batch, so it is not used.
+  justification gives ``s`` and the cut point that decided, and ``key_evidence_snippet`` is
+  the passage's best-matching sentence by ``local:minilm`` (a verbatim slice, see
+  :meth:`evidex.judges.minilm.MiniLMJudge.match`), said to be one.
 - A custom tier prompt (``prompt=``, ``EVIDEX_PROMPT_TIER``) is not read in this mode: the
-  grading prompt is this module's, and its hash is in the judge's fingerprint.
+  question is this module's, and its hash (with the cut points) is in the judge's
+  fingerprint.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from evidex.errors import ConfigError
 from evidex.judges import _grades
-from evidex.judges._grades import PoolScore
+from evidex.judges._grades import CutPoints, PoolScore
 from evidex.judges._qwen_score import CandidateScores
 from evidex.judging import ScorePayload, TierPayload
-from evidex.types import DEFAULT_TIERS, TierDefinition, TierScheme
+from evidex.types import DEFAULT_TIERS
 
 __all__ = [
+    "CUT_POINTS",
     "GRADED_PAYLOADS",
     "GRADE_PROMPT_VERSION",
-    "GradeReading",
     "grade_messages",
     "grade_reply",
-    "grade_scale",
+    "relevance",
     "score_reply",
     "tier_reply",
 ]
 
-SYSTEM = (
-    "You sort the passages a search returned by how directly each one answers the query. "
-    "Put the passage in exactly one of these tiers, judging only by what it says:\n"
-    "[SCALE]\n"
-    'Reply in JSON: {"tier": "..."}'
-)
-USER = "Query: [QUERY]\n\nPassage: [PASSAGE]"
-REPLY_PREFIX = '{"tier": "'
-"""The reply starts here, so the next tokens are the tier name (the model's choice)."""
-GRADE_PROMPT_VERSION = hashlib.sha256(
-    f"{SYSTEM}\n--\n{USER}\n--\n{REPLY_PREFIX}".encode()
-).hexdigest()[:12]
-"""Hash of the grading prompt, in the judge's fingerprint: editing the prompt changes the
-cache key."""
+SYSTEM = "You judge whether a passage answers a search query. Answer Yes or No."
+USER = "Query: [QUERY]\n\nPassage: [PASSAGE]\n\n[QUESTION]"
+QUESTION = "Does the passage answer the query? Answer Yes or No."
+ANSWERS = ("Yes", "No")
 
+CUT_POINTS = CutPoints((0.801, 0.7952, 0.695))
+"""The minimum ``s`` of directly-supporting, contextually-relevant and tangentially-related
+(below the last: irrelevant). Fitted by ``bench/fit_qwen_cut_points.py``: the three cut
+points that maximise Cohen's kappa against NIST (grades 3..0 as the four default tiers) over
+LLMJudge dev pairs of queries outside the bench samples (docs/benchmarks.md,
+qwen_cut_points)."""
+
+GRADE_PROMPT_VERSION = hashlib.sha256(
+    f"{SYSTEM}\n--\n{USER}\n--\n{QUESTION}\n--\n{CUT_POINTS.points}".encode()
+).hexdigest()[:12]
+"""Hash of the question and the cut points, in the judge's fingerprint: editing either changes
+the cache key."""
 
 GRADED_PAYLOADS = (TierPayload, ScorePayload)
 """The requests score mode answers: a tier batch and a pointwise rerank score batch."""
@@ -84,124 +79,71 @@ Match = Callable[[str, Sequence[str]], Sequence[Any]]
 :meth:`evidex.judges.minilm.MiniLMJudge.match`."""
 
 
-def grade_reply(
-    judge_id: str, payload: TierPayload | ScorePayload, score: Score, match: Match
-) -> tuple[dict[str, Any], int]:
-    """The reply to a tier or score request, and the prompt tokens read: one grading prompt
-    per passage, in order, so consecutive prompts share the instructions and the query."""
-    scale = grade_scale(payload.tiers if isinstance(payload, TierPayload) else ())
-    names = [t.name for t in scale]
-    readings = []
-    read = 0
-    for passage in payload.passages:
-        scores = score(grade_messages(scale, payload.query, passage.text), names, REPLY_PREFIX)
-        readings.append(GradeReading(tuple(scores.probabilities[n] for n in names), scores.mass))
-        read += scores.prompt_tokens
-    ids = [p.passage_id for p in payload.passages]
-    if not isinstance(payload, TierPayload):
-        return score_reply(judge_id, ids, readings), read
-    matches = match(payload.query, [p.text for p in payload.passages])
-    snippets = [(m.sentence.text, m.sentence.score) for m in matches]
-    return tier_reply(judge_id, ids, readings, snippets, scale), read
-
-
-def grade_scale(tiers: Sequence[TierDefinition] = ()) -> list[TierDefinition]:
-    """The tiers by grade: index ``g`` is the tier of grade ``g`` (0 = the least relevant).
-    Empty ``tiers``: the default scheme's."""
-    ordered = list(tiers or DEFAULT_TIERS.tiers)
-    if len(ordered) < 2:
-        raise ConfigError(f"a tier scheme needs at least two tiers, got {len(ordered)}")
-    return ordered[::-1]
-
-
-def grade_messages(
-    scale: Sequence[TierDefinition], query: str, passage: str
-) -> list[dict[str, str]]:
-    """The grading prompt of one passage. Everything before the passage is the same for every
+def grade_messages(query: str, passage: str) -> list[dict[str, str]]:
+    """The question about one passage. Everything before the passage is the same for every
     passage of a request, so the KV cache of the previous prompt covers it."""
-    lines = "\n".join(f"- {t.name}: {t.definition}" for t in reversed(list(scale)))
-    user = USER.replace("[QUERY]", query).replace("[PASSAGE]", passage)
+    user = USER.replace("[QUERY]", query).replace("[QUESTION]", QUESTION)
     return [
-        {"role": "system", "content": SYSTEM.replace("[SCALE]", lines)},
-        {"role": "user", "content": user},
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": user.replace("[PASSAGE]", passage)},
     ]
 
 
-@dataclass(frozen=True)
-class GradeReading:
-    """One passage's grade distribution, read from the model."""
+def relevance(score: Score, query: str, passage: str) -> float:
+    """``s = p(Yes) / (p(Yes) + p(No))`` for one passage (the candidates are renormalised)."""
+    return score(grade_messages(query, passage), list(ANSWERS), "").probabilities["Yes"]
 
-    probabilities: tuple[float, ...]
-    """``probabilities[g]``: the model's probability of the tier of grade ``g`` as its reply,
-    renormalised over the tiers."""
-    mass: float
-    """How much of the model's probability the tier names held."""
 
-    @property
-    def grade(self) -> int:
-        """The most probable grade (the lower one on a tie)."""
-        return max(range(len(self.probabilities)), key=lambda g: (self.probabilities[g], -g))
+def grade_reply(
+    judge_id: str, payload: TierPayload | ScorePayload, score: Score, match: Match
+) -> tuple[dict[str, Any], int]:
+    """The reply to a tier or score request, and the prompt tokens read: one question per
+    passage, in order, so consecutive prompts share the instructions and the query."""
+    values = []
+    read = 0
+    for passage in payload.passages:
+        scores = score(grade_messages(payload.query, passage.text), list(ANSWERS), "")
+        values.append(scores.probabilities["Yes"])
+        read += scores.prompt_tokens
+    ids = [p.passage_id for p in payload.passages]
+    if not isinstance(payload, TierPayload):
+        return score_reply(judge_id, ids, values), read
+    tiers = [t.name for t in (payload.tiers or DEFAULT_TIERS.tiers)]
+    matches = match(payload.query, [p.text for p in payload.passages])
+    snippets = [(m.sentence.text, m.sentence.score) for m in matches]
+    return tier_reply(judge_id, ids, values, snippets, tiers), read
 
-    @property
-    def expected(self) -> float:
-        return sum(g * p for g, p in enumerate(self.probabilities))
 
-    def words(self) -> str:
-        shown = " ".join(
-            f"p({g})={p:.2f}" for g, p in reversed(list(enumerate(self.probabilities)))
-        )
-        return f"{shown}, the tier names' share of the model's probability {self.mass:.2f}"
+def _words(judge_id: str, s: float) -> str:
+    return (
+        f"{judge_id} s = p(Yes)/(p(Yes)+p(No)) = {s:.3f} to {QUESTION!r} "
+        "(read from the model's next-token distribution, mode=score)"
+    )
 
 
 def tier_reply(
     judge_id: str,
     ids: Sequence[str],
-    readings: Sequence[GradeReading],
+    values: Sequence[float],
     snippets: Sequence[tuple[str, float]],
-    scale: Sequence[TierDefinition],
+    tiers: Sequence[str],
+    cut_points: CutPoints = CUT_POINTS,
 ) -> dict[str, Any]:
-    """A tier reply: each passage in the tier of its most probable grade. ``snippets`` are
-    each passage's best-matching sentence and its cosine (the heuristic quoted as evidence)."""
-    items = []
-    for pid, reading, (sentence, cosine) in zip(ids, readings, snippets, strict=True):
-        grade = reading.grade
-        tier = scale[grade].name
-        quoted = grade > 0
-        evidence = (
-            f"snippet: best-matching sentence (heuristic: MiniLM cosine {cosine:.2f}), "
-            "not quoted by the model"
-            if quoted
-            else "no snippet (lowest grade)"
+    """A tier reply: each passage in the first tier whose cut point its ``s`` reaches, else
+    the last. ``snippets`` are each passage's best-matching sentence and its cosine (the
+    heuristic quoted as evidence); ``tiers`` are most relevant first."""
+
+    def explain(i: int, spread: str, verdict: str) -> str:
+        return (
+            f"{_words(judge_id, values[i])} {verdict}{spread}; snippet: best-matching "
+            f"sentence (heuristic: MiniLM cosine {snippets[i][1]:.2f}), not quoted by the model"
         )
-        items.append(
-            {
-                "passage_id": pid,
-                "tier": tier,
-                "justification": (
-                    f"{judge_id} grade distribution {reading.words()} (the model's "
-                    f"probabilities of the tier names, mode=score): grade {grade} = "
-                    f"{tier}; {evidence}"
-                ),
-                "key_evidence_snippet": sentence if quoted else None,
-            }
-        )
-    counts = {TierScheme.count_key(t.name): 0 for t in scale}
-    for item in items:
-        counts[TierScheme.count_key(str(item["tier"]))] += 1
-    return {"classifications": items, "tier_summary": counts}
+
+    return _grades.tier_reply(
+        cut_points.points, ids, values, [s for s, _ in snippets], tiers, explain
+    )
 
 
-def score_reply(
-    judge_id: str, ids: Sequence[str], readings: Sequence[GradeReading]
-) -> dict[str, Any]:
-    """The pointwise score step's reply: each passage's expected grade."""
-    top = len(readings[0].probabilities) - 1 if readings else 0
-    pool = [
-        PoolScore(
-            r.expected,
-            f"{judge_id} expected grade {r.expected:.2f} of {top} from its grade distribution "
-            f"{r.words()} (the model's probabilities of the tier names, mode=score)",
-        )
-        for r in readings
-    ]
-    return _grades.scores_reply(ids, pool)
+def score_reply(judge_id: str, ids: Sequence[str], values: Sequence[float]) -> dict[str, Any]:
+    """The pointwise score step's reply: each passage's ``s``."""
+    return _grades.scores_reply(ids, [PoolScore(s, _words(judge_id, s)) for s in values])
