@@ -5,7 +5,8 @@
 shipped model. Tier and pointwise rerank requests are answered in one of two modes
 (:attr:`LlamaOptions.mode`): the model writes the reply (``generate``), or each passage's
 relevance is read from the next-token distribution after a Yes/No question and nothing is
-written (``score``, see :mod:`evidex.judges._qwen_grades`); classify always generates.
+written (``score``, see :mod:`evidex.judges._qwen_grades`); audit and classify score too
+(:mod:`evidex.judges._qwen_audit`, :mod:`evidex.judges._qwen_classify`).
 
 Why this shape:
 
@@ -47,11 +48,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges._options import parse_options
 from evidex.judges._qwen_audit import AUDIT_PAYLOADS, SCORING_VERSION, AuditScorer, model_grade
+from evidex.judges._qwen_classify import CLASSIFY_SCORING_VERSION, ClassifyScorer, model_yes
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
 from evidex.judges._qwen_grades import GRADE_PROMPT_VERSION, GRADED_PAYLOADS, grade_reply
 from evidex.judges._qwen_score import CandidateScores, score_candidates
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
-from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
+from evidex.judging import ClassifyPayload, Judge, JudgeReply, JudgeRequest, Message
 from evidex.types import Usage
 
 __all__ = ["QWEN_WEIGHTS", "CallTiming", "LlamaJudge", "LlamaOptions", "QwenJudge", "QwenOptions"]
@@ -85,7 +87,9 @@ class LlamaOptions(BaseModel):
     ``local:minilm`` (a heuristic, named as one; see :mod:`evidex.judges._qwen_grades`). The
     audit in ``score`` mode: code splits the answer and quotes the encoder's candidate
     sentences, the model grades each claim by two Yes/No prompts (see
-    :mod:`evidex.judges._qwen_audit`). Classify always generates. ``generate`` stays
+    :mod:`evidex.judges._qwen_audit`). Classify in ``score`` mode: one Yes/No question per
+    label about the encoder's candidate sentences (see :mod:`evidex.judges._qwen_classify`).
+    ``generate`` stays
     the default: measured with the shipped 1.5B model (docs/benchmarks.md, ``qwen_modes_*``),
     ``score`` tiered 40 LLMJudge pairs at kappa -0.02 against 0.17 for ``generate`` on the
     same pairs (cut points fitted on other queries), so it is faster but not better."""
@@ -216,6 +220,7 @@ class LlamaJudge(Judge):
             out["grade_prompt"] = GRADE_PROMPT_VERSION
             out["snippets"] = self._snippets.model_version
             out["audit_scoring"] = SCORING_VERSION
+            out["classify_scoring"] = CLASSIFY_SCORING_VERSION
         return out
 
     @functools.cached_property
@@ -347,7 +352,9 @@ class LlamaJudge(Judge):
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         cancelled = threading.Event()
         graded = self.options.mode == "score" and isinstance(request.payload, GRADED_PAYLOADS)
-        audited = self.options.mode == "score" and isinstance(request.payload, AUDIT_PAYLOADS)
+        audited = self.options.mode == "score" and isinstance(
+            request.payload, (*AUDIT_PAYLOADS, ClassifyPayload)
+        )
         answer = self._audit if audited else self._grade if graded else self._complete
         try:
             return await asyncio.to_thread(answer, request, cancelled)
@@ -356,15 +363,19 @@ class LlamaJudge(Judge):
             raise
 
     def _audit(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
-        """Score mode, audit: code splits and quotes, the model grades (see ``_qwen_audit``)."""
+        """Score mode, audit and classify: code quotes, the model grades (``_qwen_audit``,
+        ``_qwen_classify``)."""
 
         def probabilities(messages: Sequence[Message], candidates: Sequence[str]) -> Any:
             if cancelled.is_set():
                 raise JudgeUnavailable(f"{self.judge_id} call cancelled")
             return self.class_probabilities(messages, candidates)
 
-        scorer = AuditScorer(model_grade(probabilities), self._snippets.embed, name=self.judge_id)
-        text = scorer.reply_text(request.payload)
+        embed, name, payload = self._snippets.embed, self.judge_id, request.payload
+        if isinstance(payload, ClassifyPayload):  # see _qwen_classify
+            text = ClassifyScorer(model_yes(probabilities), embed, name=name).reply_text(payload)
+        else:
+            text = AuditScorer(model_grade(probabilities), embed, name=name).reply_text(payload)
         return JudgeReply(text=text, model_version=self.model_version)
 
     def _grade(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
