@@ -11,6 +11,7 @@ only grades; what it grades is what the reply quotes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -64,6 +65,9 @@ class EvidencePicker:
                 if text.strip():
                     self.sentences.append(Evidence(passage.passage_id, text, start, end, 0.0))
         self._vectors = embed([s.text for s in self.sentences]) if self.sentences else None
+        # what every claim's ranking reads of a sentence, worked out once per context
+        self._words = [content_words(s.text) for s in self.sentences]
+        self._figures = [set(figures(s.text)) for s in self.sentences]
 
     def pick(self, claim: str, k: int = MAX_EVIDENCE) -> list[Evidence]:
         """The claim's candidate sentences, best first: the ``k`` closest at or above
@@ -76,25 +80,17 @@ class EvidencePicker:
         # a shared content word breaks near-ties towards the sentence that names the topic
         ranked = sorted(
             range(len(self.sentences)),
-            key=lambda i: -(float(cosines[i]) + 0.02 * len(words & _words(self.sentences[i]))),
+            key=lambda i: -(float(cosines[i]) + 0.02 * len(words & self._words[i])),
         )
         chosen = [i for i in ranked[:k] if cosines[i] >= MIN_COSINE] or ranked[:1]
         wanted = set(figures(claim))
-        have = {f for i in chosen for f in figures(self.sentences[i].text)}
+        have = {f for i in chosen for f in self._figures[i]}
         for i in ranked:
             missing = wanted - have
             if not missing:
                 break
-            carried = missing & set(figures(self.sentences[i].text))
+            carried = missing & self._figures[i]
             if i not in chosen and carried:
                 chosen.append(i)
                 have |= carried
-        return [_scored(self.sentences[i], float(cosines[i])) for i in chosen]
-
-
-def _words(sentence: Evidence) -> set[str]:
-    return content_words(sentence.text)
-
-
-def _scored(sentence: Evidence, score: float) -> Evidence:
-    return Evidence(sentence.passage_id, sentence.text, sentence.start, sentence.end, score)
+        return [dataclasses.replace(self.sentences[i], score=float(cosines[i])) for i in chosen]
