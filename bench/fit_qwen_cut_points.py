@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -51,15 +49,8 @@ def fit_pairs(
     """Pairs of queries that neither bench sample of qwen_modes.py uses."""
     used = {r.query_id or r.query for r in sample_by_query(records, 5, 8, 0)}
     used |= {r.query_id or r.query for r in speed_query(records, 10, 0)}
-    by_query: dict[str, list[TierGolden]] = defaultdict(list)
-    for r in records:
-        if (r.query_id or r.query) not in used:
-            by_query[r.query_id or r.query].append(r)
-    rng = random.Random(seed)
-    out: list[TierGolden] = []
-    for q in rng.sample(sorted(by_query), min(queries, len(by_query))):
-        out += rng.sample(by_query[q], min(per_query, len(by_query[q])))
-    return out
+    unused = [r for r in records if (r.query_id or r.query) not in used]
+    return sample_by_query(unused, queries, per_query, seed)
 
 
 def main() -> None:
