@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import importlib
 import importlib.resources
 import json
@@ -165,7 +166,9 @@ def test_dynamic_padding_pads_each_batch_to_its_own_longest_text(
     np.testing.assert_allclose(dynamic, fixed, atol=2e-3)  # padding is masked out
 
 
-def test_with_int8_compute_an_embedding_does_not_depend_on_its_batch(judge: MiniLMJudge) -> None:
+def test_with_int8_compute_an_embedding_does_not_depend_on_its_batch() -> None:
+    judge = get_judge("local:minilm", embed_cache=0)  # the encoder's runs, not the cache
+    assert isinstance(judge, MiniLMJudge)
     assert judge.options.compute == "int8" and judge.batch_size == 1
     alone = judge.embed([RELEVANT])[0]
     among = judge.embed(["short", IRRELEVANT * 4, RELEVANT, "a little longer text"])[2]
@@ -185,6 +188,126 @@ def test_sentence_spans_are_verbatim_and_short() -> None:
     assert pieces[:3] == ['He said "Stop."', "Then he left!", "Next line"]
     assert all(len(p.split()) <= 60 for p in pieces)
     assert " ".join(pieces).split() == text.split()  # nothing lost, nothing invented
+
+
+# ------------------------------------------------------------------ the embedding cache
+
+
+def _fresh_judge(monkeypatch: pytest.MonkeyPatch, **options: Any) -> tuple[MiniLMJudge, list[int]]:
+    """A judge on a newly loaded encoder (an empty embedding cache) and the texts each encoder
+    run reads, appended as they run."""
+    monkeypatch.setattr(_minilm, "_ENCODERS", {})
+    built = get_judge("local:minilm", **options)
+    assert isinstance(built, MiniLMJudge)
+    encoder = built.encoder
+    runs: list[int] = []
+    real_run = encoder._run
+
+    def spy(input_ids: Any, mask: Any) -> Any:
+        runs.append(input_ids.shape[0])
+        return real_run(input_ids, mask)
+
+    monkeypatch.setattr(encoder, "_run", spy)
+    return built, runs
+
+
+def _cached(judge: MiniLMJudge) -> int:
+    """How many embeddings the judge's encoder holds."""
+    assert judge.encoder.cache is not None
+    return len(judge.encoder.cache)
+
+
+CACHE_TEXTS = [QUERY, RELEVANT, IRRELEVANT, "Vitamin D helps the body absorb calcium."]
+
+
+def test_embed_cache_returns_exactly_what_the_encoder_computes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    off = get_judge("local:minilm", embed_cache=0)
+    assert isinstance(off, MiniLMJudge)
+    cached, _ = _fresh_judge(monkeypatch)
+    assert cached.options.embed_cache > 0 and cached.encoder is not off.encoder
+    texts = [*CACHE_TEXTS, RELEVANT]  # a duplicate inside the call counts its word pieces twice
+    want, want_read = off.encoder.encode(texts, batch_size=1)
+    for _ in range(2):  # cold, then every text from the cache
+        got, read = cached.encoder.encode(texts, batch_size=1)
+        assert np.array_equal(got, want) and got.dtype == want.dtype
+        assert read == want_read
+        assert cached.match(QUERY, [RELEVANT, IRRELEVANT]) == off.match(
+            QUERY, [RELEVANT, IRRELEVANT]
+        )
+        assert cached._match(QUERY, [RELEVANT])[1] == off._match(QUERY, [RELEVANT])[1]
+    assert cached.encoder.encode([], batch_size=1)[0].shape == (0, 384)
+
+
+def test_embed_cache_encodes_a_text_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    judge, runs = _fresh_judge(monkeypatch)
+    judge.encoder.encode([RELEVANT, IRRELEVANT, RELEVANT, RELEVANT], batch_size=1)
+    assert sum(runs) == 2  # duplicates inside one call are encoded once
+    first = judge.match(QUERY, [RELEVANT, IRRELEVANT])
+    after_first = sum(runs)
+    assert after_first > 2  # the query and the sentences were new
+    assert judge.match(QUERY, [RELEVANT, IRRELEVANT]) == first
+    assert judge.match(QUERY, [IRRELEVANT]) and judge.best_sentences(QUERY, RELEVANT)
+    assert sum(runs) == after_first  # the second call and its parts ran nothing
+
+
+def test_embed_cache_evicts_the_least_recently_used_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    judge, runs = _fresh_judge(monkeypatch, embed_cache=2)
+    encode = judge.encoder.encode
+    a, b, c = CACHE_TEXTS[1:]
+    encode([a, b], batch_size=1)
+    encode([a], batch_size=1)  # a is now the most recently used
+    encode([c], batch_size=1)  # over the size: b goes
+    assert sum(runs) == 3
+    encode([a, c], batch_size=1)
+    assert sum(runs) == 3
+    encode([b], batch_size=1)
+    assert sum(runs) == 4
+    encode([a, b, c], batch_size=1)  # more new texts than the cache holds still all come back
+    assert sum(runs) == 5 and _cached(judge) == 2
+
+
+def test_batched_or_padded_encoding_bypasses_the_embed_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    judge, runs = _fresh_judge(monkeypatch)
+    encode = judge.encoder.encode
+    texts = CACHE_TEXTS[1:]
+    for _ in range(2):
+        encode(texts, batch_size=2)
+        encode(texts, batch_size=32)
+        encode(texts[:1], batch_size=1, pad_to=MAX_SEQ_LEN)
+    assert sorted(runs) == [1, 1, 1, 1, 2, 2, 3, 3]  # nothing read from the cache
+    assert _cached(judge) == 0  # nor stored in it
+    encode(texts, batch_size=1)
+    assert _cached(judge) == 3
+
+
+def test_embed_cache_option_is_checked_and_leaves_the_fingerprint(judge: MiniLMJudge) -> None:
+    with pytest.raises(ConfigError, match="embed_cache"):
+        get_judge("local:minilm", embed_cache=-1)
+    off = get_judge("local:minilm", embed_cache=0)
+    assert off.fingerprint() == judge.fingerprint()
+    assert off.model_version == judge.model_version
+    assert "MiB" in (MiniLMOptions.model_fields["embed_cache"].description or "")
+
+
+def test_embed_cache_is_safe_across_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    off = get_judge("local:minilm", embed_cache=0)
+    assert isinstance(off, MiniLMJudge)
+    texts = [*CACHE_TEXTS, "short", "a little longer text", "Fatty fish are good sources."]
+    want = dict(zip(texts, off.embed(texts), strict=True))
+    judge, _ = _fresh_judge(monkeypatch, embed_cache=3)  # small: threads evict each other's
+    calls = [[texts[(i + j) % len(texts)] for j in range(i % 4 + 1)] for i in range(48)]
+
+    def embed(call: list[str]) -> bool:
+        got = judge.embed(call)
+        return all(np.array_equal(row, want[t]) for row, t in zip(got, call, strict=True))
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        assert all(pool.map(embed, calls))
+    assert _cached(judge) == 3
 
 
 # ------------------------------------------------------------------ replies

@@ -48,14 +48,18 @@ not to a fixed length (with int8 compute each text runs alone by default, see
 :attr:`MiniLMJudge.batch_size`). The matrix products run in int8 (``compute="int8"``, about
 2.5 times the float32 speed for a cosine gap of about 0.01 with the reference model;
 ``compute="float32"`` keeps the shipped graph), and runs go side by side, one per core
-(see :class:`._encoder.Encoder`).
+(see :class:`._encoder.Encoder`). A text run alone always gets the same embedding, so those are
+kept per process in a bounded LRU cache (``embed_cache`` entries, default 16384, about 30 MiB):
+a query or a popular passage met again in a bulk run is not encoded again, and the results
+and the token usage are the same as without it.
 Sequences are capped at 256 word pieces, and :meth:`count_tokens` /
 :meth:`passage_token_limit` report the real tokenizer so preflight truncates honestly.
 
 Modules, by role (all private; the names in ``__all__`` are the public surface): ``_encoder``
-(tokenizer and ONNX session, shared per process), ``_int8_compute`` (the derived graph),
-``_matching`` (passage and sentence scores), ``_bm25`` (pool fusion), ``_thresholds`` (tier
-cut points), ``_replies`` (the reply JSON) and ``_judge`` (the judge and its options).
+(tokenizer and ONNX session, shared per process), ``_embed_cache`` (the embeddings it keeps),
+``_int8_compute`` (the derived graph), ``_matching`` (passage and sentence scores), ``_bm25``
+(pool fusion), ``_thresholds`` (tier cut points), ``_replies`` (the reply JSON) and ``_judge``
+(the judge and its options).
 """
 
 from evidex.judges.minilm._bm25 import BM25_PARAMS, bm25_pool_scores, fuse_scores

@@ -3,8 +3,9 @@
 Texts are tokenised by the model's own ``tokenizer.json`` (checked against its sha256 before
 use), capped at :data:`MAX_SEQ_LEN` word pieces, sorted by length and run in batches padded
 to each batch's longest text; the embedding is the mask-weighted mean of the last hidden
-state, scaled to unit length. onnxruntime and tokenizers are core dependencies imported on
-first use, so a broken install says what to reinstall.
+state, scaled to unit length. Embeddings of texts run alone are kept in a bounded LRU cache
+(:mod:`._embed_cache`), so a text met again is not encoded again. onnxruntime and tokenizers
+are core dependencies imported on first use, so a broken install says what to reinstall.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from evidex.judges._onnx import (
     worker_pool,
 )
 from evidex.judges.minilm._data import read_data
+from evidex.judges.minilm._embed_cache import Embedding, EmbeddingCache, text_key
 
 __all__ = [
     "MAX_SEQ_LEN",
@@ -63,13 +65,16 @@ def read_tokenizer(path: Path | None) -> tuple[str, str]:
 
 
 class Encoder:
-    """Tokenizer + ONNX session, loaded once per process per (model, tokenizer, threads).
+    """Tokenizer + ONNX session (and embedding cache), loaded once per process per (model,
+    tokenizer, threads, cache size).
 
     Batches run concurrently on ``threads`` workers, each run on one onnxruntime thread (see
-    :mod:`evidex.judges._onnx` for why).
+    :mod:`evidex.judges._onnx` for why). ``cache_entries`` bounds the embedding cache (0: none).
     """
 
-    def __init__(self, model_path: Path, tokenizer_json: str, threads: int) -> None:
+    def __init__(
+        self, model_path: Path, tokenizer_json: str, threads: int, cache_entries: int = 0
+    ) -> None:
         tokenizers = import_dependency("tokenizers", "tokenizers>=0.15")
         self.tokenizer = tokenizers.Tokenizer.from_str(tokenizer_json)
         self.tokenizer.no_padding()
@@ -79,6 +84,7 @@ class Encoder:
         self.input_names = {i.name for i in self.session.get_inputs()}
         self.dim = int(self.session.get_outputs()[0].shape[-1])
         self.workers = worker_pool(threads, "evidex-minilm")
+        self.cache = EmbeddingCache(cache_entries) if cache_entries else None
 
     def count(self, text: str) -> int:
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
@@ -90,13 +96,45 @@ class Encoder:
 
         Texts are sorted by length and batched, each batch padded to its own longest text
         (``pad_to`` forces a fixed length instead; the benchmark uses it for comparison).
+
+        With ``batch_size`` 1 and no ``pad_to`` each text runs alone, unpadded, so its
+        embedding is a function of the text: those are served from the cache and stored in it,
+        each distinct text of the call encoded at most once, with the same vectors bit for bit
+        and the same word-piece total (duplicates and cached texts included) as without it.
+        Any other call bypasses the cache: in a batch a text is padded to its neighbours'
+        length, and with int8 compute the activations of a run share one quantization scale,
+        so a batched embedding depends on the texts beside it.
         """
+        if self.cache is None or batch_size != 1 or pad_to is not None:
+            ids = self._word_pieces(texts)
+            return self._embed(ids, batch_size, pad_to), sum(len(seq) for seq in ids)
+        keys = [text_key(t) for t in texts]
+        found = self.cache.get_many(keys)
+        missing = {k: t for k, t in zip(keys, texts, strict=True) if k not in found}
+        if missing:
+            ids = self._word_pieces(list(missing.values()))
+            vectors = self._embed(ids, 1, None)
+            new: dict[bytes, Embedding] = {
+                k: (vectors[i], len(ids[i])) for i, k in enumerate(missing)
+            }
+            self.cache.put_many(new)
+            found.update(new)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, k in enumerate(keys):
+            out[row] = found[k][0]
+        return out, sum(found[k][1] for k in keys)
+
+    def _word_pieces(self, texts: Sequence[str]) -> list[list[int]]:
+        """Each text's word-piece ids with [CLS] and [SEP], cut to :data:`MAX_SEQ_LEN`."""
         ids = [e.ids for e in self.tokenizer.encode_batch(list(texts))]
-        ids = [
+        return [
             seq if len(seq) <= MAX_SEQ_LEN else [*seq[: MAX_SEQ_LEN - 1], self.sep_id]
             for seq in ids
         ]
+
+    def _embed(self, ids: list[list[int]], batch_size: int, pad_to: int | None) -> Vectors:
+        """The embeddings of ``ids``, run in length-sorted batches on the worker pool."""
+        out = np.zeros((len(ids), self.dim), dtype=np.float32)
         chunks = length_chunks([len(seq) for seq in ids], batch_size)
 
         def run(chunk: list[int]) -> Vectors:
@@ -110,7 +148,7 @@ class Encoder:
 
         for chunk, vectors in zip(chunks, run_chunks(self.workers, chunks, run), strict=True):
             out[chunk] = vectors
-        return out, sum(len(seq) for seq in ids)
+        return out
 
     def _run(self, input_ids: npt.NDArray[np.int64], mask: npt.NDArray[np.int64]) -> Vectors:
         feeds = {"input_ids": input_ids, "attention_mask": mask}
@@ -124,17 +162,19 @@ class Encoder:
         return unit
 
 
-_ENCODERS: dict[tuple[str, str, int], Encoder] = {}
+_ENCODERS: dict[tuple[str, str, int, int], Encoder] = {}
 _ENCODERS_LOCK = threading.Lock()
 
 
 def shared_encoder(
-    model_path: Path, tokenizer_json: str, tokenizer_sha: str, threads: int
+    model_path: Path, tokenizer_json: str, tokenizer_sha: str, threads: int, cache_entries: int
 ) -> Encoder:
-    """The process's encoder for this model, tokenizer and thread count, built on first use."""
-    key = (str(model_path), tokenizer_sha, threads)
+    """The process's encoder for this model, tokenizer, thread count and cache size, built on
+    first use. The cache size is part of the key, so a judge gets the cache it asked for (a
+    process normally uses one size, so one encoder)."""
+    key = (str(model_path), tokenizer_sha, threads, cache_entries)
     with _ENCODERS_LOCK:
         encoder = _ENCODERS.get(key)
         if encoder is None:
-            encoder = _ENCODERS[key] = Encoder(model_path, tokenizer_json, threads)
+            encoder = _ENCODERS[key] = Encoder(model_path, tokenizer_json, threads, cache_entries)
         return encoder

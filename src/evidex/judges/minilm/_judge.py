@@ -22,6 +22,7 @@ from evidex.errors import ConfigError
 from evidex.judges._options import parse_options
 from evidex.judges._payload_judge import PayloadJudge
 from evidex.judges.minilm._bm25 import BM25_PARAMS, import_bm25s
+from evidex.judges.minilm._embed_cache import DEFAULT_ENTRIES
 from evidex.judges.minilm._encoder import (
     MAX_SEQ_LEN,
     SPECIAL_TOKENS,
@@ -80,6 +81,13 @@ class MiniLMOptions(BaseModel):
         default=None,
         ge=1,
         description="encoder runs side by side, one onnxruntime thread each; default: the cores",
+    )
+    embed_cache: int = Field(
+        default=DEFAULT_ENTRIES,
+        ge=0,
+        description="embeddings kept per process (LRU) so a text met again is not encoded "
+        "again; results are the same; about 1.9 KiB each, so the default 16384 is at most "
+        "about 30 MiB; used only when texts run alone (encode_batch_size 1); 0 = off",
     )
     bm25_weight: float = Field(
         default=0.0,
@@ -167,6 +175,8 @@ class MiniLMJudge(PayloadJudge):
         return f"int8 compute {RECIPE}"
 
     def fingerprint(self) -> Mapping[str, Any]:
+        """What the results depend on (not ``threads`` or ``embed_cache``, which change only
+        how fast they come)."""
         out: dict[str, Any] = {
             "model": self._model_id,
             "tokenizer_sha256": TOKENIZER_SHA256[:12],
@@ -186,7 +196,9 @@ class MiniLMJudge(PayloadJudge):
         """The shared encoder, loaded on first use; the tokenizer's sha256 is checked first."""
         tokenizer_json, digest = read_tokenizer(self.options.tokenizer_path)
         threads = self.options.threads or os.cpu_count() or 1
-        return shared_encoder(self._graph_path, tokenizer_json, digest, threads)
+        return shared_encoder(
+            self._graph_path, tokenizer_json, digest, threads, self.options.embed_cache
+        )
 
     def count_tokens(self, text: str) -> int:
         """Word pieces of ``text`` by the model's own tokenizer (no special tokens)."""
