@@ -44,3 +44,30 @@ def test_spacing_beside_punctuation_does_not_break_a_verbatim_match(
 def test_words_that_differ_still_do_not_match() -> None:
     assert not contains_verbatim("the score ( FRQ ) rose", "the score (FRQ) fell")
     assert not contains_verbatim("ab cd", "abcd")
+
+
+def test_the_match_form_drops_exactly_the_spaces_beside_punctuation() -> None:
+    """Against the rule written out: a space goes when a mark (neither a word character nor a
+    space) stands on either side of it, and no other character changes."""
+    import random
+    import re
+
+    from evidex._text import _match_form
+
+    def by_rule(text: str) -> str:
+        t = normalize_ws(text).casefold()
+        mark = re.compile(r"[^\w\s]")
+        return "".join(
+            ch
+            for i, ch in enumerate(t)
+            if not (
+                ch == " "
+                and ((i > 0 and mark.match(t[i - 1])) or (i + 1 < len(t) and mark.match(t[i + 1])))
+            )
+        )
+
+    rng = random.Random(7)
+    alphabet = "aB c\u00e9,.(  )-'\"1_\u00fc ;:!?\t"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
+        assert _match_form(text) == by_rule(text), text
