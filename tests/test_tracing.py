@@ -275,6 +275,35 @@ def test_without_an_sdk_spans_are_no_ops_and_the_job_runs() -> None:
     assert done.stdout.split() == ["1", "judge"]
 
 
+def test_spans_start_once_an_sdk_is_configured_after_a_first_run() -> None:
+    """No SDK: no span is started at all (not even a no-op one); an SDK set afterwards gets
+    the spans of the next run."""
+    done = _run_python(
+        SCRIPT,
+        """
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        from evidex.harness import tracing
+        assert tracing._get_tracer() is None
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)
+        assert tracing._get_tracer() is not None
+        """,
+        SCRIPT,
+        """
+        print(sorted({s.name.split()[0] for s in exporter.get_finished_spans()}))
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["1 judge", "1 judge"]
+    assert lines[2] == "['chat', 'evidex.job', 'evidex.step']"
+
+
 def test_without_opentelemetry_installed_nothing_is_imported_and_the_job_runs() -> None:
     done = _run_python(
         """

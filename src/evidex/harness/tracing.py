@@ -53,6 +53,7 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 _UNSET: Any = object()
 _tracer: Any = _UNSET
+_proxy_provider: Any = None
 _watched: weakref.WeakSet[Hooks] = weakref.WeakSet()
 
 
@@ -72,8 +73,12 @@ _BATCH: ContextVar[_Batch | None] = ContextVar("evidex_batch_span", default=None
 
 def _get_tracer() -> Tracer | None:
     """The global tracer, or None when ``opentelemetry-api`` is not installed (looked up
-    once: a missing extra costs one failed import per process)."""
-    global _tracer
+    once: a missing extra costs one failed import per process) or no SDK is configured yet.
+
+    Without an SDK the global provider is the API's proxy and every span a no-op; starting
+    and entering them anyway cost a twentieth of a judge call's CPU at high concurrency. The
+    provider is asked on every call, so an SDK configured later is used from then on."""
+    global _tracer, _proxy_provider
     if _tracer is _UNSET:
         try:
             from opentelemetry import trace
@@ -81,7 +86,14 @@ def _get_tracer() -> Tracer | None:
             _tracer = None
         else:
             _tracer = trace.get_tracer("evidex", __version__)
-    return cast("Tracer | None", _tracer)
+            _proxy_provider = trace.ProxyTracerProvider
+    if _tracer is None:
+        return None
+    from opentelemetry import trace
+
+    if isinstance(trace.get_tracer_provider(), _proxy_provider):
+        return None
+    return cast("Tracer", _tracer)
 
 
 def _watch(hooks: Hooks) -> None:
