@@ -229,6 +229,38 @@ def test_prompt_change_invalidates_the_cache(store: SqlStore, passages: list[Pas
     assert step.template.version != changed.template.version
 
 
+def test_cache_key_is_the_hash_of_the_whole_material_and_names_the_judge(
+    store: SqlStore, passages: list[Passage]
+) -> None:
+    """The key keeps its definition (caches written before stay valid) while the judge's part
+    is serialised once: each batch and each judge still gets its own key."""
+    from evidex._text import sha256_hex, stable_json
+
+    judge = ScriptedJudge()
+    harness = Harness(judge, store)
+    step = TierStep()
+
+    def by_definition(h: Harness, batch: TierBatch) -> str:
+        material = {
+            "job": step.job,
+            "step": step.name,
+            "prompt": step.template.version,
+            "judge": h.judge.judge_id,
+            "judge_options": dict(h.judge.fingerprint()),
+            "input": step.cache_material(batch),
+        }
+        return sha256_hex(stable_json(material))
+
+    batches = [TierBatch("q", tuple(passages[:2])), TierBatch("q", tuple(passages[2:4]))]
+    for batch in [*batches, *batches]:
+        assert harness.cache_key(step, batch) == by_definition(harness, batch)
+    other = ScriptedJudge()
+    other.judge_id = "scripted:other"
+    twin = harness.for_judge(other)
+    assert twin.cache_key(step, batches[0]) == by_definition(twin, batches[0])
+    assert twin.cache_key(step, batches[0]) != harness.cache_key(step, batches[0])
+
+
 def test_fallbacks_are_not_cached(store: SqlStore, passages: list[Passage]) -> None:
     _run(ScriptedJudge([_invented] * 3), store, passages)
     judge = ScriptedJudge([tier_reply])

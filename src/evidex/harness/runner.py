@@ -18,15 +18,17 @@ import asyncio
 import copy
 import json
 import random
+import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from evidex._text import extract_json_object, sha256_hex, stable_json
+from evidex._text import extract_json_object
 from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
+from evidex.harness.cache_keys import CacheKeys
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.job import (
     JobSpec,
@@ -78,11 +80,13 @@ class Harness:
             breaker_cooldown_s=self.settings.breaker_cooldown_s,
         )
         self.breaker = self.gate.breaker
+        self._keys = CacheKeys(judge)
 
     def for_judge(self, judge: Judge) -> Harness:
         """This harness over another judge (a cascade's stage): same store, settings, hooks."""
         twin = copy.copy(self)
         twin.judge = judge
+        twin._keys = CacheKeys(judge)
         twin.gate = judge.open_gate(
             default_limit=self.settings.max_concurrency,
             breaker_threshold=self.settings.breaker_threshold,
@@ -129,15 +133,7 @@ class Harness:
         return plans
 
     def cache_key(self, step: Step[B, V], batch: B) -> str:
-        material = {
-            "job": step.job,
-            "step": step.name,
-            "prompt": step.template.version,
-            "judge": self.judge.judge_id,
-            "judge_options": dict(self.judge.fingerprint()),
-            "input": step.cache_material(batch),
-        }
-        return sha256_hex(stable_json(material))
+        return self._keys.of(step, batch)
 
     def note(self, ctx: RunContext, kind: str, detail: str, **data: Any) -> None:
         """Record an input event (duplicate removed, truncation...) in the audit log."""
@@ -348,7 +344,7 @@ class Harness:
             timeout = self.settings.timeout_s or self.judge.default_timeout_s
             started = time.perf_counter()
             try:
-                reply = await asyncio.wait_for(self.judge.complete(request), timeout=timeout)
+                reply = await _within(timeout, self.judge.complete(request))
             except asyncio.TimeoutError as exc:
                 self.breaker.record_failure()
                 raise JudgeUnavailable(
@@ -479,6 +475,15 @@ def _salvage(step: Step[B, V], batch: B, raw: str | None, reason: str) -> Salvag
         return None
     salvaged: Salvaged[B, V] | None = step.salvage(batch, data, reason)
     return salvaged
+
+
+async def _within(timeout: float, call: Awaitable[JudgeReply]) -> JudgeReply:
+    """``call`` under ``timeout`` seconds; on 3.11+ in the calling task (``asyncio.timeout``),
+    where ``wait_for`` would start and schedule one more task for every judge call."""
+    if sys.version_info >= (3, 11):
+        async with asyncio.timeout(timeout):
+            return await call
+    return await asyncio.wait_for(call, timeout=timeout)
 
 
 def _parse(text: str) -> Any:

@@ -300,6 +300,7 @@ def _grade(batch: TierBatch, data: Any) -> ItemGrades[TierAssignment]:
         graded.general += exc.errors
         return graded
     by_id = {p.passage_id: p for p in batch.passages}
+    names, bottom = batch.scheme.names, batch.scheme.bottom
     seen = count_ids(items, "passage_id")
     for pid, n in seen.items():
         if pid not in by_id:
@@ -318,7 +319,7 @@ def _grade(batch: TierBatch, data: Any) -> ItemGrades[TierAssignment]:
         pid = str(item.get("passage_id"))
         if pid not in by_id or seen[pid] > 1:
             continue
-        errors = _check_entry(pid, item, by_id[pid], batch.scheme.names, batch.scheme.bottom)
+        errors = _check_entry(pid, item, by_id[pid], names, bottom)
         if errors:
             graded.failed[pid] = errors
             continue
