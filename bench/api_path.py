@@ -14,10 +14,19 @@ and store serve each run; one unmeasured batch first warms up imports and the se
 Reported per C (medians over ``--repeats`` runs): judge calls; wall seconds; the ideal
 ``ceil(calls / C) × latency`` (what a client with no overhead of its own would take); wall /
 ideal; the client's CPU milliseconds per call (``time.process_time`` over the job, which runs
-alone in this process: the server's CPU is its own process's), split into the tier step's own
-work (building the prompt, validating the reply: :class:`TaskCpu`) and the rest, the harness's
-and the client's (audit rows, cache keys, HTTP, the event loop); the peak of requests in flight
-at the server (the highest of the runs); fallback passages (0 unless something is wrong).
+alone in this process: the server's CPU is its own process's), and that CPU in three parts:
+
+* the tier step's own work (building each prompt, validating each reply): measured apart, by
+  running the step's ``request`` and ``validate`` again on the same batches and the server's
+  replies to them, verbatim-check memo cleared (timing inside the run would cost more CPU than
+  it measures: reading a thread's CPU clock is a system call here);
+* the HTTP client: aiohttp alone sending the same request bodies at the same concurrency to
+  the same server (its session, the event loop, the sockets), measured after the runs;
+* the rest, the harness's: everything else the job did (planning, the attempt loop, the
+  judge's pool and limits, cache keys, audit rows, the judge-call wrapper around aiohttp).
+
+Also: the peak of requests in flight at the server (the highest of the runs); fallback
+passages (0 unless something is wrong).
 ``--label`` names the code measured (e.g. before / after) so that two sections can be compared;
 figures go to docs/benchmarks.md, section ``api_path`` (``api_path_LABEL`` with a label).
 """
@@ -42,14 +51,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
+from evidex._text import _haystack_form
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs.tier import atier
 from evidex.judges import get_judge
+from evidex.judges._openai._wire import body_of
+from evidex.judging import JudgeRequest
 from evidex.store import open_store
-from evidex.tasks.tier import TierStep
+from evidex.tasks.tier import TierBatch, TierStep
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _loopback_judge import tier_reply
 from _report import command_line, write_section
 
 HERE = Path(__file__).resolve().parent
@@ -69,7 +84,6 @@ class Run:
     calls: int
     wall_s: float
     cpu_s: float
-    task_cpu_s: float
     peak: int
     server_requests: int
     unreadable: int
@@ -175,7 +189,6 @@ async def run_once(
     store = open_store("sqlite://")
     settings = HarnessSettings(max_concurrency=concurrency, use_cache=False)
     server.reset()
-    task_cpu.take()
     try:
         cpu0, wall0 = time.process_time(), time.perf_counter()
         result = await atier(
@@ -192,7 +205,6 @@ async def run_once(
         calls=result.judge_calls,
         wall_s=wall,
         cpu_s=cpu,
-        task_cpu_s=task_cpu.take(),
         peak=stats["peak_in_flight"],
         server_requests=stats["requests"],
         unreadable=stats["unreadable"],
@@ -201,35 +213,66 @@ async def run_once(
     )
 
 
-class TaskCpu:
-    """CPU seconds spent in the tier step's own work: building each request (the prompt) and
-    validating each reply (verbatim snippet checks). They run on the event loop's thread,
-    so ``time.thread_time`` around them counts them exactly; the rest of a call's CPU is the
-    harness's and the client's."""
-
-    def __init__(self) -> None:
-        self.total = 0.0
-
-    def wrap(self, cls: Any, name: str) -> None:
-        inner = getattr(cls, name)
-
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            started = time.thread_time()
-            try:
-                return inner(*args, **kwargs)
-            finally:
-                self.total += time.thread_time() - started
-
-        setattr(cls, name, timed)
-
-    def take(self) -> float:
-        total, self.total = self.total, 0.0
-        return total
+def batches_of(passages: Sequence[Passage]) -> list[TierBatch]:
+    return [
+        TierBatch(QUERY, tuple(passages[i : i + BATCH])) for i in range(0, len(passages), BATCH)
+    ]
 
 
-task_cpu = TaskCpu()
-task_cpu.wrap(TierStep, "request")
-task_cpu.wrap(TierStep, "validate")
+def request_bodies(batches: Sequence[TierBatch]) -> list[dict[str, Any]]:
+    """Each batch's chat-completions body as the judge sends it (JSON-schema mode)."""
+    step = TierStep()
+    bodies = []
+    for batch in batches:
+        request = step.request(batch)
+        judge_request = JudgeRequest(
+            job="tier",
+            step="tier",
+            messages=request.messages,
+            schema=request.schema,
+            payload=request.payload,
+            temperature=0.0,
+            max_tokens=request.max_tokens,
+        )
+        bodies.append(json.loads(body_of("bench-model", judge_request, "json_schema")))
+    return bodies
+
+
+def task_cpu_per_call(passages: Sequence[Passage]) -> float:
+    """CPU seconds per call of the tier step's own work, on the run's batches and replies."""
+    step = TierStep()
+    batches = batches_of(passages)
+    replies = [tier_reply(body) for body in request_bodies(batches)]
+    _haystack_form.cache_clear()  # in the run each passage is checked once, cold
+    started = time.process_time()
+    for batch, reply in zip(batches, replies, strict=True):
+        step.request(batch)
+        step.validate(batch, reply)
+    return (time.process_time() - started) / len(batches)
+
+
+async def http_cpu_per_call(
+    server: LoopbackJudgeServer, passages: Sequence[Passage], concurrency: int
+) -> float:
+    """CPU seconds per call of aiohttp alone sending the run's bodies, ``concurrency`` at once."""
+    bodies = [
+        json.dumps(b, ensure_ascii=False, separators=(",", ":")).encode()
+        for b in request_bodies(batches_of(passages))
+    ]
+    url = server.base_url + "/chat/completions"
+    headers = {"Content-Type": "application/json"}
+    semaphore = asyncio.Semaphore(concurrency)
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
+
+        async def one(body: bytes) -> None:
+            async with semaphore, session.post(url, data=body, headers=headers) as response:
+                await response.read()
+                response.raise_for_status()
+
+        await one(bodies[0])
+        started = time.process_time()
+        await asyncio.gather(*(one(b) for b in bodies))
+        return (time.process_time() - started) / len(bodies)
 
 
 def parse_concurrency(text: str) -> list[int]:
@@ -254,6 +297,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     judge_limit = has_judge_limit()
     load_before = os.getloadavg()[0]
     rows = []
+    task_ms = statistics.median([1000 * task_cpu_per_call(passages) for _ in range(3)])
+    print(f"the tier step's own work: {task_ms:.2f} ms CPU/call", flush=True)
     with loopback_judge(args.latency_ms) as server:
         asyncio.run(run_once(server, passages[:BATCH], 1))  # imports and first connection
         for c in args.concurrency:
@@ -264,14 +309,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(
                     f"C={c} run {i + 1}/{args.repeats}: {run.calls} calls "
                     f"({run.server_requests} at the server), {run.wall_s:.2f} s wall, "
-                    f"{1000 * run.cpu_s / max(1, run.calls):.2f} ms CPU/call (task "
-                    f"{1000 * run.task_cpu_s / max(1, run.calls):.2f}), peak in flight "
+                    f"{1000 * run.cpu_s / max(1, run.calls):.2f} ms CPU/call, peak in flight "
                     f"{run.peak}, {run.fallbacks} fallbacks, {run.unreadable} unreadable",
                     flush=True,
                 )
                 if run.passages_back != len(passages):
                     raise SystemExit(f"{run.passages_back} of {len(passages)} passages came back")
-            rows.append(row(c, runs, latency_s))
+            http_ms = statistics.median(
+                [1000 * asyncio.run(http_cpu_per_call(server, passages, c)) for _ in runs]
+            )
+            rows.append(row(c, runs, latency_s, task_ms, http_ms))
+            print(f"C={c}: aiohttp alone {http_ms:.2f} ms CPU/call", flush=True)
     load_after = os.getloadavg()[0]
 
     label = f" ({args.label})" if args.label else ""
@@ -292,8 +340,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{os.cpu_count()} cores, {platform.python_implementation()}.",
             "",
             "| C | calls | wall s | ideal s | wall / ideal | client CPU ms / call "
-            "| of which the task's | harness + client | peak in flight | fallbacks |",
-            "|---|---|---|---|---|---|---|---|---|---|",
+            "| the task's | HTTP client (aiohttp alone) | the harness's (the rest) "
+            "| peak in flight | fallbacks |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
             *rows,
         ]
     )
@@ -305,17 +354,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def row(c: int, runs: Sequence[Run], latency_s: float) -> str:
+def row(c: int, runs: Sequence[Run], latency_s: float, task_ms: float, http_ms: float) -> str:
     med = statistics.median
     calls = int(med([r.calls for r in runs]))
     wall = med([r.wall_s for r in runs])
     ideal = math.ceil(calls / c) * latency_s
     cpu_ms = med([1000 * r.cpu_s / max(1, r.calls) for r in runs])
-    task_ms = med([1000 * r.task_cpu_s / max(1, r.calls) for r in runs])
-    rest_ms = med([1000 * (r.cpu_s - r.task_cpu_s) / max(1, r.calls) for r in runs])
     return (
         f"| {c} | {calls} | {wall:.2f} | {ideal:.2f} | {wall / ideal:.2f} | {cpu_ms:.2f} "
-        f"| {task_ms:.2f} | {rest_ms:.2f} "
+        f"| {task_ms:.2f} | {http_ms:.2f} | {cpu_ms - task_ms - http_ms:.2f} "
         f"| {max(r.peak for r in runs)} | {sum(r.fallbacks for r in runs)} |"
     )
 
