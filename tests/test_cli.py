@@ -168,6 +168,29 @@ def test_base_url_with_a_local_judge_is_refused(
     assert "--base-url applies to openai: judges only" in err
 
 
+@pytest.mark.parametrize(
+    ("spec", "takes"),
+    [
+        ("openai:gpt-4o-mini", True),
+        ("cascade:local:minilm,openai:gpt-4o-mini", True),
+        ("cascade:local:minilm,local:qwen", False),
+        ("local:minilm", False),
+    ],
+)
+def test_base_url_is_taken_by_an_openai_judge_or_a_cascade_with_an_openai_stage(
+    spec: str, takes: bool
+) -> None:
+    """One rule for the job commands and the demo: a cascade without an openai: stage has
+    nowhere to send the URL, so it is refused like any other local judge."""
+    from evidex.cli._io import make_judge, takes_base_url
+    from evidex.errors import ConfigError
+
+    assert takes_base_url(spec) is takes
+    if not takes:
+        with pytest.raises(ConfigError, match="--base-url applies to openai: judges only"):
+            make_judge(spec, "tier", ["http://127.0.0.1:9/v1"])
+
+
 def test_judge_options_reach_the_judge_and_a_misspelled_one_exits_2(
     passages_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -337,6 +337,13 @@ def endpoint_options(base_url: BaseUrls) -> dict[str, Any]:
     return {"base_url": urls[0]} if len(urls) == 1 else {"base_urls": urls}
 
 
+def takes_base_url(spec: str) -> bool:
+    """Whether ``--base-url`` reaches a judge of ``spec``: an ``openai:`` judge, or a cascade
+    with an ``openai:`` stage (the cascade routes it there)."""
+    spec = spec.strip()
+    return spec.startswith("openai:") or (spec.startswith("cascade:") and "openai:" in spec)
+
+
 def make_judge(
     spec: str | None,
     job: str,
@@ -353,7 +360,7 @@ def make_judge(
     options: dict[str, Any] = dict(judge_options(option_pairs))
     endpoints = endpoint_options(base_url)
     if endpoints:
-        if not spec.startswith(("openai:", "cascade:")):  # a cascade routes it to a stage
+        if not takes_base_url(spec):
             raise ConfigError(f"--base-url applies to openai: judges only, not to {spec!r}")
         options.update(endpoints)
     judge = resolve_judge(spec, job, **options)

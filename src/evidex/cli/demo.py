@@ -39,7 +39,15 @@ from evidex.cli._demo_types import (
     load_demo,
 )
 from evidex.cli._demo_view import StepProgress, show_run
-from evidex.cli._io import BaseUrls, RunFlags, echo_hooks, endpoint_options, open_db, run_flags
+from evidex.cli._io import (
+    BaseUrls,
+    RunFlags,
+    echo_hooks,
+    endpoint_options,
+    open_db,
+    run_flags,
+    takes_base_url,
+)
 from evidex.cli._options import unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
@@ -207,7 +215,7 @@ def _judges(
     """Build each job's judge once per spec (rerank and tier share one encoder), note the LLM
     steps whose extra is missing, and close what was built here when the run ends."""
     endpoints = endpoint_options(base_url)
-    if endpoints and not any(isinstance(s, str) and "openai:" in s for s in specs.values()):
+    if endpoints and not any(isinstance(s, str) and takes_base_url(s) for s in specs.values()):
         raise ConfigError("--base-url applies to openai: judges only, and no step uses one")
     by_spec: dict[str, Judge] = {}
     built: dict[str, Judge] = {}
@@ -220,7 +228,7 @@ def _judges(
             key = spec.strip()
             if key not in by_spec:
                 options = dict(JUDGE_OPTIONS.get(key, {}))
-                if key.startswith("openai:") or (key.startswith("cascade:") and "openai:" in key):
+                if takes_base_url(key):
                     options.update(endpoints)
                 try:
                     by_spec[key] = evidex.get_judge(key, **options)
