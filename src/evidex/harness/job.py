@@ -238,8 +238,15 @@ class JobRun:
     @property
     def usage(self) -> Usage:
         """Tokens over every attempt, the stages' included."""
+        total = self._own_usage()
+        for stage in self.stages:
+            total = total + stage.usage
+        return total
+
+    def _own_usage(self) -> Usage:
+        """Tokens of this run's own attempts: what its judge's price applies to."""
         total = Usage()
-        for outcome in self._every():
+        for outcome in self.outcomes:
             total = total + outcome.usage
         return total
 
@@ -255,9 +262,7 @@ class JobRun:
     def cost(self) -> float | None:
         """The run's usage at the configured price of its judge, plus each stage's at its
         own judge's price; ``None`` when no judge of the run is priced."""
-        own = Usage()
-        for outcome in self.outcomes:
-            own = own + outcome.usage
+        own = self._own_usage()
         priced = [estimate_cost(self.harness.settings.prices, self.judge.judge_id, own)]
         priced += [s.cost for s in self.stages]
         known = [c for c in priced if c is not None]
