@@ -182,7 +182,7 @@ def test_base_url_is_taken_by_an_openai_judge_or_a_cascade_with_an_openai_stage(
 ) -> None:
     """One rule for the job commands and the demo: a cascade without an openai: stage has
     nowhere to send the URL, so it is refused like any other local judge."""
-    from evidex.cli._io import make_judge, takes_base_url
+    from evidex.cli._judge import make_judge, takes_base_url
     from evidex.errors import ConfigError
 
     assert takes_base_url(spec) is takes

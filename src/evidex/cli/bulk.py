@@ -31,15 +31,9 @@ from evidex.bulk import BulkStats, run_bulk
 from evidex.bulk.run import engine_of
 from evidex.bulk.stream import open_input
 from evidex.cli._app import app, err_console
-from evidex.cli._io import (
-    RunFlags,
-    echo_hooks,
-    endpoint_options,
-    open_db,
-    option_group,
-    run_flags,
-)
-from evidex.cli._io import judge_options as cli_judge_options
+from evidex.cli._io import RunFlags, echo_hooks, open_db, option_group, run_flags
+from evidex.cli._judge import endpoint_options
+from evidex.cli._judge import judge_options as cli_judge_options
 from evidex.cli._options import (
     ModeOpt,
     OnContradiction,

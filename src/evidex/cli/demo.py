@@ -39,15 +39,8 @@ from evidex.cli._demo_types import (
     load_demo,
 )
 from evidex.cli._demo_view import StepProgress, show_run
-from evidex.cli._io import (
-    BaseUrls,
-    RunFlags,
-    echo_hooks,
-    endpoint_options,
-    open_db,
-    run_flags,
-    takes_base_url,
-)
+from evidex.cli._io import RunFlags, echo_hooks, open_db, run_flags
+from evidex.cli._judge import BaseUrls, endpoint_options, takes_base_url
 from evidex.cli._options import unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks

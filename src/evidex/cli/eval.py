@@ -19,7 +19,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console, renamed
-from evidex.cli._io import RunFlags, judge_options, open_db, progress, run_flags
+from evidex.cli._io import RunFlags, open_db, progress, run_flags
+from evidex.cli._judge import judge_options
 from evidex.cli._options import DbOpt, job_option, tiers_option, unset_option
 from evidex.errors import ConfigError
 from evidex.evaluate.calibrate import calibrate_tier

@@ -11,16 +11,8 @@ from typing import Annotated, Any
 import typer
 
 from evidex.cli._app import app, err_console, write_json
-from evidex.cli._io import (
-    BaseUrls,
-    RunFlags,
-    echo_hooks,
-    job_judge,
-    open_db,
-    progress,
-    read_passages,
-    run_flags,
-)
+from evidex.cli._io import RunFlags, echo_hooks, open_db, progress, read_passages, run_flags
+from evidex.cli._judge import BaseUrls, job_judge
 from evidex.cli._options import (
     PromptOpt,
     RiskOpt,
