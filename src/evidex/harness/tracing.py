@@ -52,8 +52,9 @@ reads the typed payload, not chat messages; not a GenAI well-known value, so nam
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 _UNSET: Any = object()
-_tracer: Any = _UNSET
-_proxy_provider: Any = None
+_trace_api: Any = _UNSET
+"""``opentelemetry.trace``, imported on first use; None without the ``otel`` extra."""
+_tracer: Any = None
 _watched: weakref.WeakSet[Hooks] = weakref.WeakSet()
 
 
@@ -78,20 +79,18 @@ def _get_tracer() -> Tracer | None:
     Without an SDK the global provider is the API's proxy and every span a no-op; starting
     and entering them anyway cost a twentieth of a judge call's CPU at high concurrency. The
     provider is asked on every call, so an SDK configured later is used from then on."""
-    global _tracer, _proxy_provider
-    if _tracer is _UNSET:
+    global _tracer, _trace_api
+    if _trace_api is _UNSET:
         try:
             from opentelemetry import trace
         except ImportError:
-            _tracer = None
+            _trace_api = None
         else:
+            _trace_api = trace
             _tracer = trace.get_tracer("evidex", __version__)
-            _proxy_provider = trace.ProxyTracerProvider
-    if _tracer is None:
-        return None
-    from opentelemetry import trace
-
-    if isinstance(trace.get_tracer_provider(), _proxy_provider):
+    if _trace_api is None or isinstance(
+        _trace_api.get_tracer_provider(), _trace_api.ProxyTracerProvider
+    ):
         return None
     return cast("Tracer", _tracer)
 
