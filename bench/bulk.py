@@ -123,6 +123,24 @@ def lines_of(path: Path) -> int:
     return path.read_bytes().count(b"\n") if path.exists() else 0
 
 
+class LineCounter:
+    """The line count of a file another process appends to, reading only what was added since
+    the last call: the kill loop polls every 50 ms while the measured child runs, and reading
+    the whole output each time cost the machine more as the output grew."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.offset, self.lines = path, 0, 0
+
+    def __call__(self) -> int:
+        if self.path.exists():
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                added = f.read()
+            self.offset += len(added)
+            self.lines += added.count(b"\n")
+        return self.lines
+
+
 def child(argv: Sequence[str], out: Path, kill_at: int | None = None) -> dict[str, Any]:
     """Run one child; SIGKILL it once ``out`` has ``kill_at`` lines. Wall time, exit status,
     peak RSS (MiB, from ``os.wait4``)."""
@@ -132,8 +150,9 @@ def child(argv: Sequence[str], out: Path, kill_at: int | None = None) -> dict[st
     )
     killed = False
     if kill_at is not None:
+        lines = LineCounter(out)
         while proc.poll() is None:
-            if lines_of(out) >= kill_at:
+            if lines() >= kill_at:
                 proc.send_signal(signal.SIGKILL)
                 killed = True
                 break
