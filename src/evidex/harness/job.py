@@ -20,12 +20,13 @@ its own concurrency loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from evidex.harness.fanout import bounded_map
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.tracing import job_span
@@ -341,16 +342,8 @@ async def run_many_planned(
 ) -> list[Out]:
     """Execute many planned inputs, at most ``settings.max_concurrency`` at once; results in
     input order, progress counted in inputs."""
-    semaphore = asyncio.Semaphore(max(1, harness.settings.max_concurrency))
-    done = 0
 
-    async def one(plan: Plan[D]) -> Out:
-        nonlocal done
-        async with semaphore:
-            result = await run_planned(harness, spec, plan, None)
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(plans))
-        return result
+    def one(_: int, plan: Plan[D]) -> Awaitable[Out]:
+        return run_planned(harness, spec, plan, None)
 
-    return list(await asyncio.gather(*(one(p) for p in plans)))
+    return await bounded_map(plans, harness.settings.max_concurrency, one, on_progress)

@@ -30,6 +30,7 @@ from evidex._text import extract_json_object
 from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
 from evidex.harness.cache_keys import CacheKeys
 from evidex.harness.events import AuditRecord, Hooks
+from evidex.harness.fanout import bounded_map
 from evidex.harness.job import (
     JobSpec,
     Plan,
@@ -177,19 +178,11 @@ class Harness:
         """Run every batch, at most ``settings.max_concurrency`` of this run at once (and never
         more than the judge's own limit, shared with every other run on it); outcomes come back
         in input order."""
-        semaphore = asyncio.Semaphore(max(1, self.settings.max_concurrency))
-        done = 0
 
-        async def one(index: int, batch: B) -> Outcome[V]:
-            nonlocal done
-            async with semaphore:
-                outcome = await self.call(step, batch, ctx, batch_id=f"{ctx.run_id}-b{index:03d}")
-            done += 1
-            if on_progress is not None:
-                on_progress(done, len(batches))
-            return outcome
+        def one(index: int, batch: B) -> Awaitable[Outcome[V]]:
+            return self.call(step, batch, ctx, batch_id=f"{ctx.run_id}-b{index:03d}")
 
-        return list(await asyncio.gather(*(one(i, b) for i, b in enumerate(batches))))
+        return await bounded_map(batches, self.settings.max_concurrency, one, on_progress)
 
     @traced_call
     async def call(
