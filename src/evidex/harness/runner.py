@@ -31,6 +31,7 @@ from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnav
 from evidex.harness.cache_keys import CacheKeys
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.fanout import bounded_map
+from evidex.harness.heap import older_objects_frozen
 from evidex.harness.job import (
     JobSpec,
     Plan,
@@ -104,8 +105,9 @@ class Harness:
         """Run one input of a job: plan (preflight), stages, merge, review routing. Planning is
         CPU work as large as the input, so it runs in a worker thread: a service's event loop
         keeps answering while a large request is planned."""
-        plan = await asyncio.to_thread(spec.plan, item, self.judge)
-        return await run_planned(self, spec, plan, on_progress)
+        with older_objects_frozen(self.settings.freeze_heap):
+            plan = await asyncio.to_thread(spec.plan, item, self.judge)
+            return await run_planned(self, spec, plan, on_progress)
 
     async def run_many(
         self,
@@ -117,10 +119,11 @@ class Harness:
         """Run many inputs of a job; results in input order. Every input is planned before the
         first judge call (in a worker thread, as :meth:`run` does), so bad input anywhere stops
         the batch early, naming the input."""
-        plans = await asyncio.to_thread(self._plan_all, spec, items)
-        if not plans:
-            raise InputError(f"no inputs given to the {spec.job} job")
-        return await run_many_planned(self, spec, plans, on_progress)
+        with older_objects_frozen(self.settings.freeze_heap):
+            plans = await asyncio.to_thread(self._plan_all, spec, items)
+            if not plans:
+                raise InputError(f"no inputs given to the {spec.job} job")
+            return await run_many_planned(self, spec, plans, on_progress)
 
     def _plan_all(self, spec: JobSpec[Any, D, Any, Out], items: Iterable[Any]) -> list[Plan[D]]:
         plans: list[Plan[D]] = []
