@@ -70,6 +70,8 @@ class _Batch:
 
 
 _BATCH: ContextVar[_Batch | None] = ContextVar("evidex_batch_span", default=None)
+_RUN_TRACER: ContextVar[Any] = ContextVar("evidex_run_tracer", default=_UNSET)
+"""The tracer :func:`job_span` found for the job input that is running (None: no SDK)."""
 
 
 def _get_tracer() -> Tracer | None:
@@ -78,7 +80,8 @@ def _get_tracer() -> Tracer | None:
 
     Without an SDK the global provider is the API's proxy and every span a no-op; starting
     and entering them anyway cost a twentieth of a judge call's CPU at high concurrency. The
-    provider is asked on every call, so an SDK configured later is used from then on."""
+    provider is asked once per job input (:func:`job_span`) and its answer holds for the
+    input's steps, so an SDK configured later is used from the next input on."""
     global _tracer, _trace_api
     if _trace_api is _UNSET:
         try:
@@ -113,9 +116,19 @@ def model_of(judge_id: str) -> tuple[str, str]:
 def job_span(run: JobRun, plan: Plan[Any]) -> Iterator[None]:
     """The span of one job input, current while it runs; its totals are set on exit."""
     tracer = _get_tracer()
-    if tracer is None:
-        yield
-        return
+    token = _RUN_TRACER.set(tracer)
+    try:
+        if tracer is None:
+            yield
+        else:
+            with _job_span(tracer, run, plan):
+                yield
+    finally:
+        _RUN_TRACER.reset(token)
+
+
+@contextlib.contextmanager
+def _job_span(tracer: Tracer, run: JobRun, plan: Plan[Any]) -> Iterator[None]:
     ctx, judge_id = run.ctx, run.judge.judge_id
     system, model = model_of(judge_id)
     attributes: dict[str, Any] = {
@@ -155,48 +168,60 @@ def _set_totals(span: Span, run: JobRun) -> None:
 
 
 def traced_call(fn: F) -> F:
-    """Wrap :meth:`Harness.call` in the span of its batch (see the module docstring)."""
+    """Wrap :meth:`Harness.call` in the span of its batch (see the module docstring). Without
+    a tracer the call is returned as it is: no span, and no coroutine frame of ours that every
+    resumption of the call would pass through."""
 
     @functools.wraps(fn)
-    async def call(
+    def call(
         harness: Harness,
         step: Step[Any, Any],
         batch: Any,
         ctx: RunContext,
         *,
         batch_id: str | None = None,
-    ) -> Outcome[Any]:
-        tracer = _get_tracer()
+    ) -> Awaitable[Outcome[Any]]:
+        tracer = _RUN_TRACER.get()
+        if tracer is _UNSET:  # called outside a job input (a test, a direct caller)
+            tracer = _get_tracer()
         if tracer is None:
-            return cast("Outcome[Any]", await fn(harness, step, batch, ctx, batch_id=batch_id))
-        batch_id = batch_id or f"{ctx.run_id}-b000"  # the runner's default, named for the span
-        judge_id = harness.judge.judge_id
-        attributes = {
-            "evidex.job": step.job,
-            "evidex.step": step.name,
-            "evidex.batch_id": batch_id,
-            "evidex.run_id": ctx.run_id,
-            "evidex.prompt_version": step.template.version,
-            "evidex.judge_id": judge_id,
-            "gen_ai.request.model": model_of(judge_id)[1],
-        }
-        _watch(harness.hooks)
-        with tracer.start_as_current_span(
-            f"evidex.step {step.name}", attributes=attributes
-        ) as span:
-            operation = SCORE if getattr(harness.judge, "native_payloads", ()) else OPERATION
-            token = _BATCH.set(_Batch(span, judge_id, operation) if span.is_recording() else None)
-            try:
-                outcome = cast(
-                    "Outcome[Any]", await fn(harness, step, batch, ctx, batch_id=batch_id)
-                )
-            finally:
-                _BATCH.reset(token)
-            if span.is_recording():
-                _set_outcome(span, outcome)
-            return outcome
+            return cast("Awaitable[Outcome[Any]]", fn(harness, step, batch, ctx, batch_id=batch_id))
+        return _traced(tracer, fn, harness, step, batch, ctx, batch_id)
 
     return cast(F, call)
+
+
+async def _traced(
+    tracer: Tracer,
+    fn: Callable[..., Awaitable[Any]],
+    harness: Harness,
+    step: Step[Any, Any],
+    batch: Any,
+    ctx: RunContext,
+    batch_id: str | None,
+) -> Outcome[Any]:
+    batch_id = batch_id or f"{ctx.run_id}-b000"  # the runner's default, named for the span
+    judge_id = harness.judge.judge_id
+    attributes = {
+        "evidex.job": step.job,
+        "evidex.step": step.name,
+        "evidex.batch_id": batch_id,
+        "evidex.run_id": ctx.run_id,
+        "evidex.prompt_version": step.template.version,
+        "evidex.judge_id": judge_id,
+        "gen_ai.request.model": model_of(judge_id)[1],
+    }
+    _watch(harness.hooks)
+    with tracer.start_as_current_span(f"evidex.step {step.name}", attributes=attributes) as span:
+        operation = SCORE if getattr(harness.judge, "native_payloads", ()) else OPERATION
+        token = _BATCH.set(_Batch(span, judge_id, operation) if span.is_recording() else None)
+        try:
+            outcome = cast("Outcome[Any]", await fn(harness, step, batch, ctx, batch_id=batch_id))
+        finally:
+            _BATCH.reset(token)
+        if span.is_recording():
+            _set_outcome(span, outcome)
+        return outcome
 
 
 def _set_outcome(span: Span, outcome: Outcome[Any]) -> None:
