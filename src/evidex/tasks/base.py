@@ -6,17 +6,18 @@ was built from, and says what the explicit fallback is. It does no I/O and knows
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import typing
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from pydantic import BaseModel
 
-from evidex._text import sha256_hex
+from evidex._text import sha256_hex, stable_json
 from evidex.judging import Message, Payload
 from evidex.types import Passage
 
@@ -59,24 +60,41 @@ class PromptTemplate:
         "no prose, no code fences, no comments.\nSchema:\n[SCHEMA]"
     )
 
-    @property
+    # The template is frozen, so what is derived from its texts is computed once: every judge
+    # call asks for the version (audit row, cache key) and renders the two messages.
+
+    @functools.cached_property
     def version(self) -> str:
         text = "\x1e".join([self.name, self.system, self.user, self.reask, self.strict])
         return sha256_hex(text)[:16]
 
     def placeholders(self) -> set[str]:
-        return set(_PLACEHOLDER.findall(self.system + self.user))
+        return set(self._placeholders)
+
+    @functools.cached_property
+    def _placeholders(self) -> frozenset[str]:
+        return frozenset(_PLACEHOLDER.findall(self.system + self.user))
+
+    @functools.cached_property
+    def _pieces(self) -> tuple[list[str], list[str]]:
+        """System and user text split at their slots: literal, slot name, literal, ..."""
+        return _PLACEHOLDER.split(self.system), _PLACEHOLDER.split(self.user)
 
     def render(self, values: Mapping[str, str]) -> tuple[Message, ...]:
         """Fill ``[PLACEHOLDER]`` slots; a missing value is a programming error, not input."""
-        missing = self.placeholders() - set(values)
-        if missing:
-            raise KeyError(f"template {self.name} needs values for {sorted(missing)}")
+        if not self._placeholders <= values.keys():
+            missing = sorted(self._placeholders - set(values))
+            raise KeyError(f"template {self.name} needs values for {missing}")
 
-        def fill(text: str) -> str:
-            return _PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), text)
+        def fill(pieces: list[str]) -> str:
+            # odd positions are slot names (the pattern's group); a value is never re-scanned
+            return "".join(
+                piece if i % 2 == 0 else values.get(piece, f"[{piece}]")
+                for i, piece in enumerate(pieces)
+            )
 
-        return (Message("system", fill(self.system)), Message("user", fill(self.user)))
+        system, user = self._pieces
+        return (Message("system", fill(system)), Message("user", fill(user)))
 
 
 @dataclass(frozen=True)
@@ -101,6 +119,7 @@ class ReplyInvalid(Exception):
 B = TypeVar("B")
 B_contra = TypeVar("B_contra", contravariant=True)
 V = TypeVar("V", bound=BaseModel)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,27 @@ class StepBase(Generic[B, V]):
         :mod:`evidex.tasks.custom`); its version goes into the cache key and the audit log."""
         if template is not None:
             self.template = template
+        self._derived_values: dict[tuple[object, ...], tuple[tuple[object, ...], Any]] = {}
+
+    def derived(self, what: str, sources: tuple[object, ...], make: Callable[[], T]) -> T:
+        """``make()`` for ``what`` (a name the step gives each kind of value), computed once for
+        these source objects (a run's tier scheme, its examples: the same objects in every
+        batch of the run) and kept on this step, which a job builds per run. Keyed by the
+        objects' identity, and the objects are held, so an id is not reused while its entry
+        lives; a handful of entries at most."""
+        key = (what, *map(id, sources))
+        hit = self._derived_values.get(key)
+        if hit is None or any(a is not b for a, b in zip(hit[0], sources, strict=True)):
+            if len(self._derived_values) >= 8:
+                self._derived_values.clear()
+            hit = self._derived_values[key] = (sources, make())
+        return cast("T", hit[1])
+
+    def cache_text(self, batch: Any) -> str:
+        """The canonical JSON of :meth:`cache_material` (what the cache key hashes); a step
+        may splice parts it serialised once, as long as the text is the same."""
+        material = self.cache_material(batch)  # type: ignore[attr-defined]
+        return stable_json(material)
 
 
 class Step(Protocol, Generic[B_contra, V]):
@@ -181,6 +221,10 @@ class Step(Protocol, Generic[B_contra, V]):
         """The normalised input that, with the prompt and judge, identifies the answer."""
         ...
 
+    def cache_text(self, batch: B_contra) -> str:
+        """``stable_json(self.cache_material(batch))``, however the step builds it."""
+        ...
+
     def describe(self, batch: B_contra) -> BatchInfo: ...
 
     def labels(self, value: V) -> Any:
@@ -188,7 +232,6 @@ class Step(Protocol, Generic[B_contra, V]):
         ...
 
 
-T = TypeVar("T")
 Item = TypeVar("Item")
 
 
