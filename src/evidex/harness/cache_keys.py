@@ -35,4 +35,4 @@ class CacheKeys:
                 "judge_options": dict(self.judge.fingerprint()),
             }
             rest = self._rest[which] = "," + stable_json(material)[1:]
-        return sha256_hex('{"input":' + stable_json(step.cache_material(batch)) + rest)
+        return sha256_hex('{"input":' + step.cache_text(batch) + rest)

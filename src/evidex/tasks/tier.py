@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex._text import contains_verbatim, quote_mismatch
+from evidex._text import contains_verbatim, quote_mismatch, stable_json
 from evidex.judging import PassageText, TierPayload
 from evidex.tasks.base import (
     BatchInfo,
@@ -184,14 +184,14 @@ class TierStep(
     def request(self, batch: TierBatch) -> StepRequest:
         scheme = batch.scheme
         values = {
-            "TIER_DEFINITIONS": "\n".join(f"- {t.name}: {t.definition}" for t in scheme.tiers),
-            "BOTTOM_TIER": scheme.bottom,
+            **self.derived(
+                "prompt values",
+                (scheme, batch.examples),
+                lambda: _run_values(scheme, batch.examples),
+            ),
             "QUERY": batch.query,
             "PASSAGES": passages_json(passage_items(batch.passages)),
-            "EXAMPLES": _render_examples(batch.examples),
             "RISK_LEVEL": _RISK_TEXT[batch.risk],
-            "TIER_NAMES": " | ".join(scheme.names),
-            "SUMMARY_KEYS": ", ".join(f'"{scheme.count_key(n)}": 0' for n in scheme.names),
         }
         payload = TierPayload(
             batch.query, PassageText.of(batch.passages), tuple(scheme.tiers), batch.risk.value
@@ -250,6 +250,24 @@ class TierStep(
             "examples": [e.model_dump() for e in batch.examples],
             "risk": batch.risk.value,
         }
+
+    def cache_text(self, batch: TierBatch) -> str:
+        """:meth:`cache_material` as canonical JSON, keys in sorted order, with the scheme and
+        the examples serialised once per run."""
+        examples, scheme = self.derived(
+            "cache text",
+            (batch.scheme, batch.examples),
+            lambda: (
+                stable_json([e.model_dump() for e in batch.examples]),
+                stable_json(batch.scheme.model_dump(mode="json")),
+            ),
+        )
+        passages = stable_json([[p.passage_id, p.text] for p in batch.passages])
+        query, risk = stable_json(batch.query.strip()), stable_json(batch.risk.value)
+        return (
+            f'{{"examples":{examples},"passages":{passages},"query":{query},'
+            f'"risk":{risk},"scheme":{scheme}}}'
+        )
 
     def describe(self, batch: TierBatch) -> BatchInfo:
         return BatchInfo(query=batch.query, passage_ids=tuple(p.passage_id for p in batch.passages))
@@ -404,6 +422,18 @@ def _warnings(
                 )
             )
     return warnings
+
+
+def _run_values(scheme: TierScheme, examples: Sequence[TierExample]) -> dict[str, str]:
+    """The prompt's values that come from the scheme and the examples: the same in every
+    batch of a run."""
+    return {
+        "TIER_DEFINITIONS": "\n".join(f"- {t.name}: {t.definition}" for t in scheme.tiers),
+        "BOTTOM_TIER": scheme.bottom,
+        "EXAMPLES": _render_examples(examples),
+        "TIER_NAMES": " | ".join(scheme.names),
+        "SUMMARY_KEYS": ", ".join(f'"{scheme.count_key(n)}": 0' for n in scheme.names),
+    }
 
 
 def _render_examples(examples: Sequence[TierExample]) -> str:
