@@ -71,3 +71,20 @@ def test_the_match_form_drops_exactly_the_spaces_beside_punctuation() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 16)))
         assert _match_form(text) == by_rule(text), text
+
+
+def test_an_exact_ascii_substring_is_verbatim_as_the_match_forms_say() -> None:
+    """The exact-substring shortcut agrees with comparing match forms, on random ASCII text
+    full of whitespace runs, punctuation and case, for every kind of cut."""
+    import random
+
+    from evidex._text import _match_form
+
+    rng = random.Random(5)
+    alphabet = ["a", "B", "c", " ", "  ", "\n", "\t", "(", ")", ".", ",", "-", "'", "1", "_"]
+    for _ in range(3000):
+        hay = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 30)))
+        start = rng.randint(0, len(hay))
+        needle = hay[start : rng.randint(start, len(hay))]
+        n = _match_form(needle)
+        assert contains_verbatim(hay, needle) == (bool(n) and n in _match_form(hay)), (hay, needle)

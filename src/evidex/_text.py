@@ -47,6 +47,12 @@ def _haystack_form(text: str) -> str:
 
 def contains_verbatim(haystack: str, needle: str) -> bool:
     """True when ``needle`` occurs in ``haystack``, forgiving layout (see :func:`_match_form`)."""
+    if needle in haystack and needle.isascii() and haystack.isascii() and not needle.isspace():
+        # the common case, a snippet copied exactly: collapsing whitespace, folding case and
+        # dropping spaces by punctuation keep an ASCII substring a substring (each step looks
+        # only at a character and its neighbours, and the needle's ends are trimmed alike),
+        # so the match forms need not be built
+        return bool(needle)
     n = _match_form(needle)
     return bool(n) and n in _haystack_form(haystack)
 
