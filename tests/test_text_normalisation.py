@@ -88,3 +88,13 @@ def test_an_exact_ascii_substring_is_verbatim_as_the_match_forms_say() -> None:
         needle = hay[start : rng.randint(start, len(hay))]
         n = _match_form(needle)
         assert contains_verbatim(hay, needle) == (bool(n) and n in _match_form(hay)), (hay, needle)
+
+
+def test_ascii_text_already_normal_comes_back_as_split_and_join_give_it() -> None:
+    import random
+
+    rng = random.Random(9)
+    alphabet = ["a", "b", " ", "  ", ".", *"\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f", "\x1b", "\x7f"]
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert normalize_ws(text) == " ".join(text.split()), repr(text)

@@ -15,12 +15,34 @@ from typing import Any
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 
+def _ascii_normal(text: str) -> bool:
+    """Whether ASCII ``text`` is already whitespace-normal: no space at its ends, no two in a
+    row, and none of the other ASCII characters str.isspace() holds true. Eleven scans for a
+    short string (memchr), a sixth of the cost of splitting and joining."""
+    return not (
+        text[:1] == " "
+        or text[-1:] == " "
+        or "  " in text
+        or "\n" in text
+        or "\t" in text
+        or "\r" in text
+        or "\x0b" in text
+        or "\x0c" in text
+        or "\x1c" in text
+        or "\x1d" in text
+        or "\x1e" in text
+        or "\x1f" in text
+    )
+
+
 def normalize_ws(text: str) -> str:
     """Collapse runs of whitespace and unify curly quotes, so verbatim checks forgive layout."""
     if not text.isascii():  # NFKC and the quote table leave ASCII as it is
         text = unicodedata.normalize("NFKC", text).translate(_QUOTES)
+    elif _ascii_normal(text):  # as most passages are; preflight normalises every one
+        return text
     # str.split() breaks on exactly the characters regex \s matches (str.isspace), and is
-    # about 3x faster than re.sub: preflight normalises every passage of a request with it
+    # about 3x faster than re.sub
     return " ".join(text.split())
 
 
