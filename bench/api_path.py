@@ -297,29 +297,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     judge_limit = has_judge_limit()
     load_before = os.getloadavg()[0]
     rows = []
-    task_ms = statistics.median([1000 * task_cpu_per_call(passages) for _ in range(3)])
-    print(f"the tier step's own work: {task_ms:.2f} ms CPU/call", flush=True)
     with loopback_judge(args.latency_ms) as server:
         asyncio.run(run_once(server, passages[:BATCH], 1))  # imports and first connection
         for c in args.concurrency:
-            runs = []
+            # each repeat measures the three parts back to end, so that a drift in the
+            # machine's speed (these machines are shared) moves all three of it alike
+            runs, task_ms, http_ms = [], [], []
             for i in range(args.repeats):
+                task_ms.append(1000 * task_cpu_per_call(passages))
                 run = asyncio.run(run_once(server, passages, c))
+                http_ms.append(1000 * asyncio.run(http_cpu_per_call(server, passages, c)))
                 runs.append(run)
                 print(
                     f"C={c} run {i + 1}/{args.repeats}: {run.calls} calls "
                     f"({run.server_requests} at the server), {run.wall_s:.2f} s wall, "
-                    f"{1000 * run.cpu_s / max(1, run.calls):.2f} ms CPU/call, peak in flight "
+                    f"{1000 * run.cpu_s / max(1, run.calls):.2f} ms CPU/call (the step's "
+                    f"{task_ms[-1]:.2f}, aiohttp alone {http_ms[-1]:.2f}), peak in flight "
                     f"{run.peak}, {run.fallbacks} fallbacks, {run.unreadable} unreadable",
                     flush=True,
                 )
                 if run.passages_back != len(passages):
                     raise SystemExit(f"{run.passages_back} of {len(passages)} passages came back")
-            http_ms = statistics.median(
-                [1000 * asyncio.run(http_cpu_per_call(server, passages, c)) for _ in runs]
-            )
             rows.append(row(c, runs, latency_s, task_ms, http_ms))
-            print(f"C={c}: aiohttp alone {http_ms:.2f} ms CPU/call", flush=True)
     load_after = os.getloadavg()[0]
 
     label = f" ({args.label})" if args.label else ""
@@ -335,7 +334,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if judge_limit
                 else " (the judge has no limit of its own)"
             )
-            + f". Medians of {args.repeats} runs; peak in flight is the highest of the runs. "
+            + f". Medians of {args.repeats} repeats, each measuring the step's CPU (a replay of "
+            "its requests and validations), the run, and aiohttp alone on the same bodies, "
+            "back to back; the harness's share is taken per repeat. Peak in flight is the "
+            "highest of the runs. "
             f"1-min load average before / after: {load_before:.1f} / {load_after:.1f}; "
             f"{os.cpu_count()} cores, {platform.python_implementation()}.",
             "",
@@ -354,15 +356,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def row(c: int, runs: Sequence[Run], latency_s: float, task_ms: float, http_ms: float) -> str:
+def row(
+    c: int,
+    runs: Sequence[Run],
+    latency_s: float,
+    task_ms: Sequence[float],
+    http_ms: Sequence[float],
+) -> str:
+    """Medians over the repeats; the harness's share is taken per repeat (the run's CPU less
+    the step's and aiohttp's measured beside it) and its median given."""
     med = statistics.median
     calls = int(med([r.calls for r in runs]))
     wall = med([r.wall_s for r in runs])
     ideal = math.ceil(calls / c) * latency_s
-    cpu_ms = med([1000 * r.cpu_s / max(1, r.calls) for r in runs])
+    cpu = [1000 * r.cpu_s / max(1, r.calls) for r in runs]
+    harness = [total - t - h for total, t, h in zip(cpu, task_ms, http_ms, strict=True)]
     return (
-        f"| {c} | {calls} | {wall:.2f} | {ideal:.2f} | {wall / ideal:.2f} | {cpu_ms:.2f} "
-        f"| {task_ms:.2f} | {http_ms:.2f} | {cpu_ms - task_ms - http_ms:.2f} "
+        f"| {c} | {calls} | {wall:.2f} | {ideal:.2f} | {wall / ideal:.2f} | {med(cpu):.2f} "
+        f"| {med(task_ms):.2f} | {med(http_ms):.2f} | {med(harness):.2f} "
         f"| {max(r.peak for r in runs)} | {sum(r.fallbacks for r in runs)} |"
     )
 
