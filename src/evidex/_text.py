@@ -9,7 +9,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
@@ -136,6 +136,15 @@ def sha256_hex(data: str | bytes) -> str:
 def stable_json(value: Any) -> str:
     """Canonical JSON (sorted keys, no spaces) for hashing."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def stable_json_spliced(values: Mapping[str, Any], serialised: Mapping[str, str]) -> str:
+    """``stable_json`` of an object holding ``values`` and ``serialised``, where the values of
+    ``serialised`` are already canonical JSON (made once, used for many objects) and go in as
+    they are: the same text as serialising the whole object."""
+    parts = {key: stable_json(value) for key, value in values.items()}
+    parts.update(serialised)
+    return "{" + ",".join(f"{stable_json(key)}:{parts[key]}" for key in sorted(parts)) + "}"
 
 
 def estimate_tokens(text: str) -> int:

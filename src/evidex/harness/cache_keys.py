@@ -35,7 +35,7 @@ class CacheKeys:
                 "judge_options": dict(self.judge.fingerprint()),
             }
             rest = self._rest[which] = "," + stable_json(material)[1:]
-        # a step written against the protocol alone may not have cache_text: the definition
+        # a step may give the same text faster (it serialised parts once: TierStep.cache_text)
         cache_text = getattr(step, "cache_text", None)
         text = cache_text(batch) if cache_text else stable_json(step.cache_material(batch))
         return sha256_hex('{"input":' + text + rest)

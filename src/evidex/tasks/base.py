@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from pydantic import BaseModel
 
-from evidex._text import sha256_hex, stable_json
+from evidex._text import sha256_hex
 from evidex.judging import Message, Payload
 from evidex.types import Passage
 
@@ -193,12 +193,6 @@ class StepBase(Generic[B, V]):
             hit = self._derived_values[key] = (sources, make())
         return cast("T", hit[1])
 
-    def cache_text(self, batch: Any) -> str:
-        """The canonical JSON of :meth:`cache_material` (what the cache key hashes); a step
-        may splice parts it serialised once, as long as the text is the same."""
-        material = self.cache_material(batch)  # type: ignore[attr-defined]
-        return stable_json(material)
-
 
 class Step(Protocol, Generic[B_contra, V]):
     """One kind of validated judge exchange. The harness runs it with retries and fallback."""
@@ -219,10 +213,6 @@ class Step(Protocol, Generic[B_contra, V]):
 
     def cache_material(self, batch: B_contra) -> Any:
         """The normalised input that, with the prompt and judge, identifies the answer."""
-        ...
-
-    def cache_text(self, batch: B_contra) -> str:
-        """``stable_json(self.cache_material(batch))``, however the step builds it."""
         ...
 
     def describe(self, batch: B_contra) -> BatchInfo: ...

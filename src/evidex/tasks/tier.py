@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex._text import contains_verbatim, quote_mismatch, stable_json
+from evidex._text import contains_verbatim, quote_mismatch, stable_json, stable_json_spliced
 from evidex.judging import PassageText, TierPayload
 from evidex.tasks.base import (
     BatchInfo,
@@ -243,31 +243,17 @@ class TierStep(
         )
 
     def cache_material(self, batch: TierBatch) -> Any:
-        return {
-            "query": batch.query.strip(),
-            "passages": [[p.passage_id, p.text] for p in batch.passages],
-            "scheme": batch.scheme.model_dump(mode="json"),
-            "examples": [e.model_dump() for e in batch.examples],
-            "risk": batch.risk.value,
-        }
+        return {**_batch_material(batch), **_run_material(batch)}
 
     def cache_text(self, batch: TierBatch) -> str:
-        """:meth:`cache_material` as canonical JSON, keys in sorted order, with the scheme and
-        the examples serialised once per run."""
-        examples, scheme = self.derived(
+        """:meth:`cache_material` as canonical JSON, with the parts that are the same in every
+        batch of a run (scheme, examples) serialised once per run."""
+        fixed = self.derived(
             "cache text",
             (batch.scheme, batch.examples),
-            lambda: (
-                stable_json([e.model_dump() for e in batch.examples]),
-                stable_json(batch.scheme.model_dump(mode="json")),
-            ),
+            lambda: {key: stable_json(value) for key, value in _run_material(batch).items()},
         )
-        passages = stable_json([[p.passage_id, p.text] for p in batch.passages])
-        query, risk = stable_json(batch.query.strip()), stable_json(batch.risk.value)
-        return (
-            f'{{"examples":{examples},"passages":{passages},"query":{query},'
-            f'"risk":{risk},"scheme":{scheme}}}'
-        )
+        return stable_json_spliced(_batch_material(batch), fixed)
 
     def describe(self, batch: TierBatch) -> BatchInfo:
         return BatchInfo(query=batch.query, passage_ids=tuple(p.passage_id for p in batch.passages))
@@ -422,6 +408,23 @@ def _warnings(
                 )
             )
     return warnings
+
+
+def _batch_material(batch: TierBatch) -> dict[str, Any]:
+    """The part of a batch's cache material that is its own."""
+    return {
+        "query": batch.query.strip(),
+        "passages": [[p.passage_id, p.text] for p in batch.passages],
+        "risk": batch.risk.value,
+    }
+
+
+def _run_material(batch: TierBatch) -> dict[str, Any]:
+    """The part that comes from the run: the same in each of its batches."""
+    return {
+        "scheme": batch.scheme.model_dump(mode="json"),
+        "examples": [e.model_dump() for e in batch.examples],
+    }
 
 
 def _run_values(scheme: TierScheme, examples: Sequence[TierExample]) -> dict[str, str]:
