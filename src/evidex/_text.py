@@ -12,6 +12,8 @@ import unicodedata
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import orjson
+
 _QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
 
 
@@ -133,6 +135,27 @@ def sha256_hex(data: str | bytes) -> str:
     return hashlib.sha256(raw).hexdigest()
 
 
+def wire_json(value: Any) -> bytes:
+    """JSON as UTF-8 bytes, no spaces, non-ASCII as it is: what goes on the wire (a judge
+    call's body). orjson writes an 8 KB body in 2 us where ``json`` takes 40, CPU that a loop
+    with 64 calls in flight has for the answers. Not for hashing: it writes some floats
+    differently (``1e-7`` for ``1e-07``), so keys stay with :func:`stable_json`."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:  # what orjson refuses (lone surrogates, ints past 64 bits): json's way
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
+def read_json(data: str | bytes) -> Any:
+    """Parse JSON text: orjson (3-5x faster on a reply), and ``json`` for what only it takes
+    (``NaN``, lone surrogates, UTF-16), so what parsed before parses the same and what did
+    not raises ``json``'s ``ValueError``."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data)
+
+
 def stable_json(value: Any) -> str:
     """Canonical JSON (sorted keys, no spaces) for hashing."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
@@ -171,7 +194,7 @@ def extract_json_object(text: str) -> Any:
     candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
     for candidate in candidates:
         try:
-            return json.loads(candidate)
+            return read_json(candidate)
         except ValueError:
             continue
     decoder = json.JSONDecoder()

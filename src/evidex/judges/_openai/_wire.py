@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import email.utils
 import functools
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import SecretStr
 
+from evidex._text import read_json, wire_json
 from evidex.config import load_settings
 from evidex.errors import ConfigError
 from evidex.judging import JudgeRequest
@@ -111,7 +111,7 @@ def body_of(model: str, request: JudgeRequest, kind: Kind) -> bytes:
     fmt = response_format(kind, request)
     if fmt is not None:
         body["response_format"] = fmt
-    return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return wire_json(body)
 
 
 class ParsedReply:
@@ -137,7 +137,7 @@ class ParsedReply:
 
 def parse_completion(content: bytes) -> ParsedReply:
     """Read a chat completion from the response body; ``ValueError`` if it is not one."""
-    return ParsedReply(json.loads(content))
+    return ParsedReply(read_json(content))
 
 
 # ---------------------------------------------------------------------- credentials
@@ -174,7 +174,7 @@ def server_message(status: int, text: str) -> str:
     """What a server said in its error body: the OpenAI form ``{"error": {"message"}}``, the
     FastAPI form ``{"detail"}``, a bare string, else the text itself."""
     try:
-        body = json.loads(text)
+        body = read_json(text)
     except ValueError:
         return text.strip() or f"HTTP {status}"
     data = body.get("error", body) if isinstance(body, dict) else body
