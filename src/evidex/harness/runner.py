@@ -29,9 +29,9 @@ from pydantic import BaseModel
 from evidex._text import extract_json_object
 from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
 from evidex.harness.cache_keys import CacheKeys
+from evidex.harness.collector import collector_tuned_for_runs
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.harness.fanout import bounded_map
-from evidex.harness.heap import older_objects_frozen
 from evidex.harness.job import (
     JobSpec,
     Plan,
@@ -105,7 +105,7 @@ class Harness:
         """Run one input of a job: plan (preflight), stages, merge, review routing. Planning is
         CPU work as large as the input, so it runs in a worker thread: a service's event loop
         keeps answering while a large request is planned."""
-        with older_objects_frozen(self.settings.freeze_heap):
+        with collector_tuned_for_runs(self.settings.tune_gc):
             plan = await asyncio.to_thread(spec.plan, item, self.judge)
             return await run_planned(self, spec, plan, on_progress)
 
@@ -119,7 +119,7 @@ class Harness:
         """Run many inputs of a job; results in input order. Every input is planned before the
         first judge call (in a worker thread, as :meth:`run` does), so bad input anywhere stops
         the batch early, naming the input."""
-        with older_objects_frozen(self.settings.freeze_heap):
+        with collector_tuned_for_runs(self.settings.tune_gc):
             plans = await asyncio.to_thread(self._plan_all, spec, items)
             if not plans:
                 raise InputError(f"no inputs given to the {spec.job} job")

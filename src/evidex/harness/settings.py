@@ -28,9 +28,10 @@ class HarnessSettings:
     """A server's ``Retry-After`` is honoured up to this many seconds; a longer wait would hold
     the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
     use_cache: bool = True
-    freeze_heap: bool = True
+    tune_gc: bool = True
     """While runs are going, the garbage collector skips the objects that were there before the
-    first of them (:mod:`evidex.harness.heap` says why and what it costs)."""
+    first of them and collects young objects less often (:mod:`evidex.harness.collector` says
+    why and what it costs)."""
     prices: Mapping[str, Price] = field(default_factory=dict)
     """Judge spec → price per 1M tokens (:mod:`evidex.pricing`): a result's ``cost``; a judge
     not named here has none."""
