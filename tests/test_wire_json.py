@@ -1,16 +1,19 @@
-"""The JSON of the judge-call path (request bodies, completions, replies) is read and written by
-orjson, for its speed; what it writes must be the JSON ``json`` wrote, and what ``json`` read must
-still read the same, including what only ``json`` takes."""
+"""The JSON of the judge-call path (request bodies, completions, replies, the canonical text of
+cache keys) is read and written by orjson where it can be, for its speed; what it writes must be
+the text ``json`` wrote (cache keys made before stay valid), and what ``json`` read must still
+read the same, including what only ``json`` takes."""
 
 from __future__ import annotations
 
+import enum
 import json
 import random
+import uuid
 from typing import Any
 
 import pytest
 
-from evidex._text import extract_json_object, read_json, wire_json
+from evidex._text import extract_json_object, read_json, stable_json, wire_json
 
 CHARS = ["a", " ", '"', "\\", "\n", "\t", "\x00", "\x1f", "\x7f", "\u00e9", "\u2028", "\U0001f600"]
 
@@ -89,3 +92,42 @@ def test_read_json_raises_json_s_value_error() -> None:
 def test_a_reply_in_prose_is_still_found() -> None:
     assert extract_json_object('Here: ```json\n{"a": [1, "é"]}\n``` done') == {"a": [1, "é"]}
     assert extract_json_object('{"a": NaN}')["a"] != 0
+
+
+class Colour(enum.Enum):
+    RED = 1
+
+
+class Risk(str, enum.Enum):
+    LOW = "low"
+
+
+def canonical(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def test_stable_json_is_json_s_canonical_text_for_any_value() -> None:
+    rng = random.Random(7)
+    odd: list[Any] = [1e-07, 1e16, 2.5, float("nan"), Colour.RED, Risk.LOW, uuid.UUID(int=5)]
+    odd += [2**70, ("a", 1), {"é": 1, "z": 2, "a": 3, "\U0001f600": 4, "\u00ff": 5}, {1: "a"}]
+    for _ in range(3000):
+        v = value(rng)
+        if rng.random() < 0.3:
+            v = [v, rng.choice(odd)] if rng.random() < 0.5 else {"k": v, "o": rng.choice(odd)}
+        assert outcome(stable_json, v) == outcome(canonical, v)
+
+
+def outcome(fn: Any, v: Any) -> Any:
+    """What ``fn`` made of ``v``: its text, or the type of its error (mixed key types)."""
+    try:
+        return fn(v)
+    except TypeError as exc:
+        return type(exc)
+
+
+def test_stable_json_of_a_cycle_or_a_lone_surrogate_is_what_json_made_of_it() -> None:
+    cycle: list[Any] = []
+    cycle.append(cycle)
+    with pytest.raises(ValueError, match="Circular"):
+        stable_json(cycle)
+    assert stable_json(["\ud800"]) == canonical(["\ud800"])
