@@ -21,9 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,6 +36,9 @@ from evidex.store import open_store
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' live server
+from tests.live_service import serve_process
+
 from _report import write_section
 from api_path import QUERY, loopback_judge, synthetic_passages
 
@@ -59,18 +60,11 @@ class Load:
         return not (self.server_errors or self.other_errors or self.lost_or_duplicated)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def evidex_server(db: str, judge_url: str, judge_concurrency: int) -> Iterator[str]:
-    """``evidex serve`` on a free loopback port for the block; yields its base URL."""
-    port = _free_port()
+    """``evidex serve`` on a free loopback port for the block, its judge the loopback server;
+    yields its base URL."""
     env = {
-        **os.environ,
         "EVIDEX_OPENAI_BASE_URL": judge_url,
         "OPENAI_API_KEY": "unused",
         "EVIDEX_JUDGE_TIER": JUDGE,
@@ -78,37 +72,8 @@ def evidex_server(db: str, judge_url: str, judge_concurrency: int) -> Iterator[s
         "EVIDEX_MAX_CONCURRENCY": str(judge_concurrency),
         "EVIDEX_CONFIG": os.devnull,
     }
-    exe = Path(sys.executable).parent / "evidex"
-    base = f"http://127.0.0.1:{port}"
-    # the server's log goes to a file: a pipe nobody reads would fill and stall it
-    with tempfile.TemporaryFile(mode="w+") as log:
-        proc = subprocess.Popen(
-            [str(exe), "serve", "--port", str(port), "--db", db],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=log,
-            text=True,
-        )
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    raise RuntimeError(f"evidex serve did not start: {log.read()[-2000:]}")
-                time.sleep(0.1)
-            yield base
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    with serve_process(db, env=env) as base:
+        yield base
 
 
 def make_keys(db: str, n: int) -> list[str]:

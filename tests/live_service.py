@@ -1,5 +1,5 @@
-"""The service on a real uvicorn server on a free loopback port, in a thread, for the tests
-that talk to it over HTTP."""
+"""The service on a real uvicorn server on a free loopback port (in a thread, or as its own
+``evidex serve`` process), for the tests and benchmarks that talk to it over HTTP."""
 
 from __future__ import annotations
 
