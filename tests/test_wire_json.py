@@ -74,6 +74,12 @@ def test_read_json_reads_what_json_read() -> None:
         ('{"x": Infinity}', "inf"),
         ('"\\ud800"', "\ud800"),
         ('{"x": 1}'.encode("utf-16"), {"x": 1}),
+        ('{"x": 123456789012345678901234567890}', {"x": 123456789012345678901234567890}),
+        (
+            b'[-9999999999999999999, "1234567890123456789"]',
+            [-9999999999999999999, "1234567890123456789"],
+        ),
+        ('{"x": 1e400}', "inf"),
     ],
 )
 def test_read_json_still_takes_what_only_json_took(text: str | bytes, expected: Any) -> None:
@@ -82,6 +88,15 @@ def test_read_json_still_takes_what_only_json_took(text: str | bytes, expected: 
         assert str(got["x"]) == expected
     else:
         assert got == expected
+        assert [type(v) for v in _leaves(got)] == [type(v) for v in _leaves(expected)]
+
+
+def _leaves(v: Any) -> list[Any]:
+    if isinstance(v, dict):
+        return [leaf for item in v.values() for leaf in _leaves(item)]
+    if isinstance(v, list):
+        return [leaf for item in v for leaf in _leaves(item)]
+    return [v]
 
 
 def test_read_json_raises_json_s_value_error() -> None:

@@ -147,13 +147,27 @@ def wire_json(value: Any) -> bytes:
 
 
 def read_json(data: str | bytes) -> Any:
-    """Parse JSON text: orjson (3-5x faster on a reply), and ``json`` for what only it takes
-    (``NaN``, lone surrogates, UTF-16), so what parsed before parses the same and what did
-    not raises ``json``'s ``ValueError``."""
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return json.loads(data)
+    """Parse JSON text: orjson (2-4x faster on a reply), and ``json`` for what only it takes
+    (``NaN``, lone surrogates, UTF-16) and for integers of 19 digits or more (orjson makes
+    those past 64 bits floats), so what parsed before parses the same and what did not raises
+    ``json``'s ``ValueError``."""
+    if not _has_long_digit_run(data):
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError:
+            pass
+    return json.loads(data)
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_LONG_RUN = b"0" * 19
+
+
+def _has_long_digit_run(data: str | bytes) -> bool:
+    """Whether ``data`` has 19 digits in a row: a C pass over the bytes (3 us for a reply,
+    where a regular expression takes 40)."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    return _LONG_RUN in raw.translate(_DIGITS_AS_ZERO)
 
 
 def stable_json(value: Any) -> str:
