@@ -300,8 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     with loopback_judge(args.latency_ms) as server:
         asyncio.run(run_once(server, passages[:BATCH], 1))  # imports and first connection
         for c in args.concurrency:
-            # each repeat measures the three parts back to end, so that a drift in the
-            # machine's speed (these machines are shared) moves all three of it alike
+            # each repeat measures the three parts back to back, so that a drift in the
+            # machine's speed (these machines are shared) moves all three alike
             runs, task_ms, http_ms = [], [], []
             for i in range(args.repeats):
                 task_ms.append(1000 * task_cpu_per_call(passages))
