@@ -28,6 +28,7 @@ from evidex.judges._qwen_audit import (
     figure_conflict,
     model_grade,
     unsupported_part,
+    word_coverage,
 )
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message, PassageText
 from evidex.tasks.audit import ClaimBatch, ClaimSpan, ClassifyStep, ExtractStep, SegmentBatch
@@ -145,6 +146,34 @@ def test_supported_grade_without_the_figure_in_its_quotes_is_lowered_honestly() 
     assert "lowered from fully_supported" in graded.explanation
     assert graded.unsupported_part is not None and "2" in graded.unsupported_part
     assert graded.unsupported_part in claim
+
+
+def test_supported_grade_whose_quotes_lack_most_claim_words_is_lowered_honestly() -> None:
+    # "kubelet", "sends", "SIGTERM", "first" are quoted; "politely", "waits", "minutes",
+    # "anyway" are in no passage: 4 of 8 content words, under a coverage cut of 0.6
+    claim = "The kubelet sends SIGTERM first, politely waits minutes anyway."
+    batch = ClaimBatch((ClaimSpan(claim_id="c", claim_text=claim, start=0, end=0),), PASSAGES)
+    strict = AuditScorer(fixed("fully_supported"), bag_embed, cuts=Cuts(coverage=0.6), name="t")
+    (graded,) = (
+        ClassifyStep().validate(batch, strict.reply(ClassifyStep().request(batch).payload)).claims
+    )
+    assert graded.classification == "partially_supported"
+    assert "lowered from fully_supported" in graded.explanation
+    assert "50% of the claim's content words" in graded.explanation
+    assert graded.unsupported_part is not None and "politely" in graded.unsupported_part
+    lenient = AuditScorer(fixed("fully_supported"), bag_embed, cuts=Cuts(coverage=0.5), name="t")
+    (kept,) = (
+        ClassifyStep().validate(batch, lenient.reply(ClassifyStep().request(batch).payload)).claims
+    )
+    assert kept.classification == "fully_supported"
+    assert "50% of the claim's content words" in kept.explanation
+
+
+def test_word_coverage_is_the_share_of_claim_content_words_quoted() -> None:
+    assert word_coverage("Cats are blue and loud.", ["Cats are blue."]) == pytest.approx(2 / 3)
+    assert word_coverage("Cats are blue.", ["The cats: blue!"]) == 1.0
+    assert word_coverage("It is.", []) == 1.0  # no content word: nothing to miss
+    assert word_coverage("Cats are blue.", []) == 0.0
 
 
 def test_a_figure_the_evidence_gives_otherwise_is_a_contradiction_whatever_the_grade() -> None:

@@ -14,9 +14,10 @@ in claim checkers such as MiniCheck:
 - a figure of the claim that the evidence gives otherwise for the same unit is a
   contradiction (:func:`figure_conflict`), found by code;
 - code turns the probabilities into a grade by named cut points (:class:`Cuts`) and fills the
-  rest of the reply. A fully supported grade whose figures or words are not in its quotes is
-  lowered to partially supported, and the explanation says so: the checks of the audit task
-  are met by honest downgrades, never by changing what a quote says.
+  rest of the reply. A fully supported grade whose quotes lack the claim's figures, or too
+  many of its words (:attr:`Cuts.coverage`), is lowered to partially supported, and the
+  explanation says so: the checks of the audit task are met by honest downgrades, never by
+  changing what a quote says.
 
 Every explanation starts with ``heuristic`` and carries the probabilities, so nobody mistakes
 a grade read from four probabilities for a written reading.
@@ -53,6 +54,7 @@ __all__ = [
     "grading_prompt",
     "model_grade",
     "unsupported_part",
+    "word_coverage",
 ]
 
 CLASSES: tuple[str, ...] = (
@@ -75,14 +77,22 @@ _EDGE = " \t\n,;:.!?\"'()[]"
 class Cuts:
     """How probabilities become a grade, in this order: contradicted when P(contradicted)
     reaches ``contradicted``; fully supported when P(fully) reaches ``supported``; partially
-    supported when P(fully) + P(partially) reaches ``partial``; else unsupported. The defaults
-    are the cut points of best supported-vs-rest F1, then best 3-way macro-F1, over 56 claims
-    of the tune split of WiCE dev graded by ``local:qwen`` (``bench/audit_wice.py --split``);
-    figures are reported on the other split (docs/benchmarks.md, audit_wice)."""
+    supported when P(fully) + P(partially) reaches ``partial``; else unsupported. A fully
+    supported grade then also needs its quotes to contain at least ``coverage`` of the claim's
+    content words (:func:`word_coverage`), or code lowers it to partially supported.
 
-    supported: float = 0.69
-    partial: float = 0.76
+    The coverage cut is there because the 1.5B model's P(Yes) to "does the evidence state
+    everything the claim says" separates supported WiCE claims from the rest only weakly (ROC
+    AUC 0.71 on the tune split), and about as well as the share of the claim's words the quotes
+    contain (0.73); the two together do better than either. The defaults are the cut points of
+    best supported-vs-rest F1, then best 3-way macro-F1, over the 125 claims of the tune split
+    of WiCE dev graded by ``local:qwen`` (``bench/fit_audit_cuts.py``); figures are reported on
+    the other split (docs/benchmarks.md, audit_wice)."""
+
+    supported: float = 0.35
+    partial: float = 0.62
     contradicted: float = 0.5
+    coverage: float = 0.5
 
     def level(self, probs: Mapping[str, float]) -> str:
         p = {c: float(probs.get(c, 0.0)) for c in CLASSES}
@@ -93,6 +103,15 @@ class Cuts:
         if p["fully_supported"] + p["partially_supported"] >= self.partial:
             return "partially_supported"
         return "unsupported"
+
+
+def word_coverage(claim: str, quotes: Sequence[str]) -> float:
+    """The share of the claim's content words that its quotes contain (1.0 for a claim with
+    none): what code can check of "the quotes state everything the claim says"."""
+    words = content_words(claim)
+    if not words:
+        return 1.0
+    return len(words & content_words(" ".join(quotes))) / len(words)
 
 
 GRADING_INSTRUCTIONS = (
@@ -276,13 +295,19 @@ class AuditScorer:
         quotes = _resting_quotes(claim, evidence)
         texts = [q.text for q in quotes]
         if level == "fully_supported":
-            lacking = number_errors("", claim, texts) or word_overlap_error("", claim, texts)
-            if not lacking:
+            covered = word_coverage(claim, texts)
+            if number_errors("", claim, texts):
+                lacks = "figure(s) of the claim"
+            elif word_overlap_error("", claim, texts) or covered < self.cuts.coverage:
+                lacks = f"its words (they contain {covered:.0%} of the claim's content words)"
+            else:
                 return _item(
-                    "fully_supported", quotes, explanation=f"{why}; quotes: the best matches"
+                    "fully_supported",
+                    quotes,
+                    explanation=f"{why}; quotes: the best matches, with {covered:.0%} of the "
+                    "claim's content words",
                 )
             level = "partially_supported"
-            lacks = "figure(s) of the claim" if number_errors("", claim, texts) else "its words"
             why += (
                 f"; lowered from fully_supported to partially_supported by code: the quotes "
                 f"lack {lacks}"
