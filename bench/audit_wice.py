@@ -68,6 +68,16 @@ def load_claims(data: Path) -> list[dict[str, Any]]:
     ]
 
 
+def claim_passages(item: dict[str, Any]) -> list[Passage]:
+    """A claim's passages as the audit job gets them: its chunk's non-blank sentences, with
+    ids ``passage-1`` ... by position in the chunk."""
+    return [
+        Passage(passage_id=f"passage-{i}", text=s)
+        for i, s in enumerate(item["evidence"], 1)
+        if s.strip()
+    ]
+
+
 SPLITS = ("all", "tune", "report")
 
 
@@ -107,11 +117,7 @@ def run(
     rows = []
     try:
         for index, item in enumerate(items, 1):
-            passages = [
-                Passage(passage_id=f"passage-{i}", text=s)
-                for i, s in enumerate(item["evidence"], 1)
-                if s.strip()
-            ]
+            passages = claim_passages(item)
             started = time.perf_counter()
             result = audit(
                 item["claim"],

@@ -27,7 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from audit_wice import ROOT, TO_WICE, load_claims
+from audit_wice import ROOT, TO_WICE, claim_passages, load_claims
 from audit_wice import in_split as wice_split
 from evidex.evaluate.datasets import WICE_LABELS
 from evidex.evaluate.metrics import label_f1, macro_f1
@@ -38,13 +38,22 @@ from evidex.judging import PassageText
 GRID = [round(0.05 * i, 2) for i in range(21)]
 
 
-def passages(item: Mapping[str, Any]) -> list[PassageText]:
-    """The claim's passages as ``bench/audit_wice.py`` gives them to the audit job."""
-    return [PassageText(f"passage-{i}", s) for i, s in enumerate(item["evidence"], 1) if s.strip()]
+def pick_evidence(items: Sequence[dict[str, Any]]) -> dict[str, list[Evidence]]:
+    """Each claim's candidate sentences, picked by the encoder as the audit job picks them."""
+    from evidex.judges.minilm import MiniLMJudge
+
+    embed = MiniLMJudge().embed
+    return {
+        it["id"]: EvidencePicker(PassageText.of(claim_passages(it)), embed).pick(it["claim"])
+        for it in items
+    }
 
 
-def grade_claims(items: Sequence[Mapping[str, Any]], path: Path) -> dict[str, Mapping[str, float]]:
-    """Each claim's class probabilities, from ``path`` or graded now (and added to it)."""
+def grade_claims(
+    items: Sequence[Mapping[str, Any]], picks: Mapping[str, list[Evidence]], path: Path
+) -> dict[str, Mapping[str, float]]:
+    """Each claim's class probabilities on its ``picks``, from ``path`` or graded now (and
+    added to it)."""
     known: dict[str, Mapping[str, float]] = {}
     if path.exists():
         for line in path.read_text(encoding="utf-8").splitlines():
@@ -58,23 +67,12 @@ def grade_claims(items: Sequence[Mapping[str, Any]], path: Path) -> dict[str, Ma
         grade = model_grade(judge.class_probabilities)
         with path.open("a", encoding="utf-8") as out:
             for index, item in enumerate(missing, 1):
-                picks = EvidencePicker(passages(item), judge._snippets.embed).pick(item["claim"])
-                probs = grade(item["claim"], picks)
+                probs = grade(item["claim"], picks[item["id"]])
                 known[item["id"]] = probs
                 out.write(json.dumps({"id": item["id"], "probs": probs}) + "\n")
                 out.flush()
                 print(f"[{index}/{len(missing)}] {item['id']} {probs}", flush=True)
     return known
-
-
-class _Picked:
-    """A picker that returns the candidates worked out once per claim."""
-
-    def __init__(self, picks: list[Evidence]) -> None:
-        self._picks = picks
-
-    def pick(self, claim: str) -> list[Evidence]:
-        return self._picks
 
 
 def levels(
@@ -87,7 +85,7 @@ def levels(
     out = []
     for item in items:
         scorer = AuditScorer(_replay(probs[item["id"]]), _no_embed, cuts=cuts, name="fit")
-        graded = scorer.graded(item["claim"], _Picked(picks[item["id"]]))  # type: ignore[arg-type]
+        graded = scorer.graded(item["claim"], picks[item["id"]])
         out.append(TO_WICE[graded["classification"]])
     return out
 
@@ -120,7 +118,11 @@ def fit(
     macro, partial = max(
         (
             macro_f1(
-                gold, levels(items, picks, probs, Cuts(supported, p, 0.5, coverage)), WICE_LABELS
+                gold,
+                levels(
+                    items, picks, probs, Cuts(supported=supported, partial=p, coverage=coverage)
+                ),
+                WICE_LABELS,
             ),
             p,
         )
@@ -143,11 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     items = [c for c in load_claims(args.data) if wice_split(c["id"], "tune")]
     args.grades.parent.mkdir(parents=True, exist_ok=True)
-    probs = grade_claims(items, args.grades)
-    from evidex.judges.minilm import MiniLMJudge
-
-    embed = MiniLMJudge().embed
-    picks = {it["id"]: EvidencePicker(passages(it), embed).pick(it["claim"]) for it in items}
+    picks = pick_evidence(items)
+    probs = grade_claims(items, picks, args.grades)
     cuts, f1, macro = fit(items, picks, probs)
     shipped = Cuts()
     gold = [it["label"] for it in items]

@@ -235,7 +235,7 @@ class AuditScorer:
             picker = EvidencePicker(payload.passages, self._embed)
             return {
                 "claims": [
-                    {"claim_id": c.claim_id, **self.graded(c.claim_text, picker)}
+                    {"claim_id": c.claim_id, **self.graded(c.claim_text, picker.pick(c.claim_text))}
                     for c in payload.claims
                 ]
             }
@@ -245,7 +245,7 @@ class AuditScorer:
             claims = [payload.answer[s:e] for s, e in spans]
             return {
                 "answer_id": payload.answer_id,
-                "claims": [{"claim_text": c, **self.graded(c, picker)} for c in claims],
+                "claims": [{"claim_text": c, **self.graded(c, picker.pick(c))} for c in claims],
             }
         raise TypeError(f"{self.name} scores audit payloads, not a {type(payload).__name__}")
 
@@ -253,9 +253,9 @@ class AuditScorer:
         """:meth:`reply` as the JSON text a judge answers with."""
         return json.dumps(self.reply(payload), ensure_ascii=False)
 
-    def graded(self, claim: str, picker: EvidencePicker) -> dict[str, Any]:
-        """One claim's graded fields (everything but its id or text)."""
-        evidence = picker.pick(claim)
+    def graded(self, claim: str, evidence: Sequence[Evidence]) -> dict[str, Any]:
+        """One claim's graded fields (everything but its id or text), given its candidate
+        evidence (:meth:`EvidencePicker.pick`)."""
         if not evidence:
             return _item(
                 "unsupported",
