@@ -386,6 +386,51 @@ def test_fit_band_margin_widens_the_band_on_a_noisy_golden_set() -> None:
         fit_band(scores, cheap, gold, gold, 2, resamples=10)
 
 
+def test_fit_band_with_a_budget_keeps_the_best_kappa_within_it() -> None:
+    # as above, the cheap judge errs on 0.4-0.6; a budget of 2 in 20 fixes half of those errors
+    scores = [i / 20 for i in range(20)]
+    gold = [0 if s >= 0.5 else 1 for s in scores]
+    cheap = [1 - g if 0.4 <= s < 0.6 else g for s, g in zip(scores, gold, strict=True)]
+    fitted = fit_band(scores, cheap, gold, gold, 2, budget=0.1, candidates=20)
+    assert fitted["share_sent"] == pytest.approx(2 / 20)
+    assert fitted["budget"] == 0.1 and "target" not in fitted
+    sent = [s for s in scores if fitted["low"] <= s < fitted["high"]]
+    assert len(sent) == 2 and all(0.4 <= s < 0.6 for s in sent)
+    # every error sent costs no more than the budget allows, and nothing more is sent
+    whole = fit_band(scores, cheap, gold, gold, 2, budget=0.5, candidates=20)
+    assert (whole["low"], whole["high"]) == (0.4, 0.6) and whole["kappa"] == pytest.approx(1.0)
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="budget"):
+            fit_band(scores, cheap, gold, gold, 2, budget=bad)
+
+
+def test_fit_band_budget_margin_keeps_the_share_on_new_queries() -> None:
+    # queries differ in how many of their pairs score in the middle: on a resample heavy in
+    # such queries, the band of the point estimate would send more than the budget
+    rng = np.random.default_rng(5)
+    scores: list[float] = []
+    cheap: list[int] = []
+    gold: list[int] = []
+    groups: list[str] = []
+    for q in range(12):
+        middle = 0.2 + 0.5 * (q % 2)  # the share of this query's pairs scored 0.3-0.7
+        for _ in range(20):
+            s = rng.uniform(0.3, 0.7) if rng.uniform() < middle else rng.choice([0.1, 0.9])
+            g = 0 if s >= 0.5 else 1
+            scores.append(float(s))
+            gold.append(g)
+            cheap.append(1 - g if 0.3 <= s < 0.7 and rng.uniform() < 0.5 else g)
+            groups.append(f"q{q}")
+    point = fit_band(scores, cheap, gold, gold, 2, budget=0.3)
+    margin = fit_band(scores, cheap, gold, gold, 2, budget=0.3, groups=groups, resamples=200)
+    assert point["share_sent"] <= 0.3 and margin["share_sent"] < point["share_sent"]
+    assert margin["margin"]["share_bound"] <= 0.3 + 1e-9
+    assert margin["margin"]["rule"].startswith("95th percentile of the share sent")
+    assert fit_band(scores, cheap, gold, gold, 2, budget=0.3, groups=groups, resamples=200) == (
+        margin
+    )
+
+
 def write_golden(path: Path) -> Path:
     """Four queries of six pairs; the tier is written in the score (below 0.5: irrelevant)."""
     rows = []
@@ -456,6 +501,29 @@ def test_cli_calibrates_a_cascade_and_says_how_to_use_the_band(
     assert code == 0, err
     assert "band [0.45, 0.9)" in err and "expensive alone 1" in err
     assert "--judge-option band_path=" in err and (out / "cascade_band.json").exists()
+
+
+def test_cli_calibrates_a_cascade_to_a_budget_of_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidex.cli import main
+
+    monkeypatch.setitem(JUDGES, "fakecheap", lambda spec, **o: FakeScorer(spec))
+    monkeypatch.setitem(JUDGES, "oracle", lambda spec, **o: ScriptedJudge([oracle] * 20))
+    golden = write_golden(tmp_path / "golden.jsonl")
+    out = tmp_path / "cal"
+    argv = ["calibrate", "tier", "--golden", str(golden), "-j", "cascade:fakecheap,oracle"]
+    # the cheap stage errs on 0.45 and 0.55 only (2 pairs in 6): a budget of one in six
+    # sends one of them, the better one for kappa
+    code = main([*argv, "--budget", "0.17", "-o", str(out)])
+    err = " ".join(capsys.readouterr().err.split())
+    assert code == 0, err
+    assert "best kappa with at most 17% of the items sent" in err
+    saved = json.loads((out / "cascade_band.json").read_text())["fit"]
+    assert saved["budget"] == 0.17 and saved["share_sent"] == pytest.approx(1 / 6)
+    assert saved["margin"]["share_bound"] <= 0.17
+    assert main([*argv, "--budget", "0.5", "--target", "0.01", "-o", str(out)]) != 0
+    assert "not both" in " ".join(capsys.readouterr().err.split())
 
 
 # ---------------------------------------------------------------------- the demo

@@ -244,21 +244,38 @@ def calibrate_command(
     output: OutOpt = None,
     tiers: TiersOpt = None,
     target: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--target",
             min=0.0,
             help="Cascade judges: the kappa the cascade may lose against its expensive stage "
             "alone; the band that sends the fewest items while staying within it on 95% of "
-            "bootstrap resamples of the queries is fitted.",
+            "bootstrap resamples of the queries is fitted. [default: 0.02]",
         ),
-    ] = 0.02,
+    ] = None,
+    budget: Annotated[
+        float | None,
+        typer.Option(
+            "--budget",
+            min=0.0,
+            max=1.0,
+            help="Cascade judges, instead of --target: the share of items the expensive stage "
+            "may see (0.5 = half); the band with the best kappa that sends at most that share "
+            "on 95% of bootstrap resamples of the queries is fitted.",
+        ),
+    ] = None,
 ) -> None:
     """Measure a judge against a golden set, show which tier boundaries cause disagreements,
     fit cut points for score-based judges (the uncertain band for cascade judges), and record
     judge/model/prompt versions."""
     if job != "tier":
         raise ConfigError(f"calibration is implemented for the tier job, not {job!r}")
+    if target is not None and budget is not None:
+        raise ConfigError("give --target (kappa to keep) or --budget (share to send), not both")
+    if budget == 0:
+        raise ConfigError(
+            "--budget must be above 0: a cascade that sends nothing is its cheap stage alone"
+        )
     out = output or Path(f"reports/calibration-{job}")
     with _judged(flags, f"calibrate {job}") as run:
         record = calibrate_tier(
@@ -266,7 +283,8 @@ def calibrate_command(
             out_dir=out,
             sample=sample,
             options=_options(seed, tiers),
-            target=target,
+            target=0.02 if target is None else target,
+            budget=budget,
             **run,
         )
     console = Console(stderr=True)
@@ -332,7 +350,7 @@ def _print_band(console: Console, record: dict[str, Any]) -> None:
             f"(expensive alone {fmt_value(fitted['kappa_expensive'])}), "
             f"{fmt_value(fitted['share_sent'])} of the items sent on; two-fold by query: kappa "
             f"{fmt_value(fitted['kappa_two_fold'])}, {fmt_value(fitted['share_sent_two_fold'])} "
-            f"sent ({record['judge_id']})"
+            f"sent ({record['judge_id']}); fitted for the {fitted['objective']}"
         )
     )
     for warning in record.get("warnings", []):

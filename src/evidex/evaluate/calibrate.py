@@ -49,6 +49,7 @@ async def acalibrate_tier(
     options: EvalOptions | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     target: float = 0.02,
+    budget: float | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``judge`` on the golden set (report in ``out_dir``), then fit cut points when it
     can score, and write ``calibration.json`` (plus ``thresholds.json`` for a judge that reads
@@ -58,7 +59,8 @@ async def acalibrate_tier(
     (fit on one half of the queries, measure on the other, and the other way round).
 
     A cascade judge (``cascade:CHEAP,EXPENSIVE``) has its uncertain band fitted instead: the
-    fewest items sent on with kappa within ``target`` of the expensive judge alone (see
+    fewest items sent on with kappa within ``target`` of the expensive judge alone, or with
+    ``budget`` the best kappa sending at most that share (see
     :mod:`evidex.evaluate.calibrate_cascade`).
     """
     options = options or EvalOptions()
@@ -74,6 +76,7 @@ async def acalibrate_tier(
             sample=sample,
             options=options,
             target=target,
+            budget=budget,
             on_progress=on_progress,
         )
     scorable = callable(getattr(the_judge, "score", None))

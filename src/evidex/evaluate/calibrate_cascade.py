@@ -7,6 +7,9 @@ expensive judge while the cascade's kappa stays within ``target`` of the expensi
 with a safety margin: the target must hold at the 5th percentile of a bootstrap over the
 golden set's queries (:data:`RESAMPLES` resamples), because the band that just meets it on
 the fitting queries falls short on others (measured on TREC DL 2019 in ``docs/benchmarks.md``).
+With a ``budget`` instead (the share of pairs the expensive judge may see, for a user who
+counts calls rather than kappa), it picks the band with the best kappa that sends at most that
+share at the 95th percentile of the same bootstrap.
 The band is written as ``cascade_band.json`` (with both stages' ids and model versions, which
 the cascade judge checks when it reads the file: a band fitted with other models is stale) and
 the record as ``calibration.json``, the same staleness check as every calibration. A two-fold
@@ -54,6 +57,7 @@ async def acalibrate_cascade(
     options: EvalOptions,
     target: float,
     on_progress: Callable[[int, int], None] | None,
+    budget: float | None = None,
 ) -> dict[str, Any]:
     """Fit and record the band of ``judge`` (see the module docstring); returns the record."""
     report = await aevaluate(
@@ -92,12 +96,15 @@ async def acalibrate_cascade(
             gold,
             len(names),
             target=target,
+            budget=budget,
             groups=groups,
             resamples=RESAMPLES,
             seed=options.seed,
         )
     )
-    fitted.update(_two_fold(ordered, scores, cheap, expensive, gold, names, target, options.seed))
+    fitted.update(
+        _two_fold(ordered, scores, cheap, expensive, gold, names, target, budget, options.seed)
+    )
     band = Band(
         low=fitted["low"],
         high=fitted["high"],
@@ -112,6 +119,9 @@ async def acalibrate_cascade(
     fitted["band_file"] = str(band_file)
     fitted["objective"] = (
         f"fewest items sent with kappa >= expensive alone - {target:g} at the 5th percentile "
+        f"of {RESAMPLES} bootstrap resamples of the queries"
+        if budget is None
+        else f"best kappa with at most {budget:.0%} of the items sent at the 95th percentile "
         f"of {RESAMPLES} bootstrap resamples of the queries"
     )
     record = calibration_record(
@@ -141,6 +151,7 @@ def _two_fold(
     gold: Sequence[int],
     names: Sequence[str],
     target: float,
+    budget: float | None,
     seed: int,
 ) -> dict[str, float]:
     """Fit on half of the queries, measure on the other half, both ways round."""
@@ -163,6 +174,7 @@ def _two_fold(
                 [gold[i] for i in train],
                 len(names),
                 target=target,
+                budget=budget,
                 groups=[records[i].group for i in train],
                 resamples=RESAMPLES,
                 seed=seed,
