@@ -486,17 +486,22 @@ def test_calibrate_tier_fits_and_records_the_band(tmp_path: Path, store: SqlStor
     assert calibrated.band.low == 0.45 and calibrated.warnings == []
 
 
-def test_cli_calibrates_a_cascade_and_says_how_to_use_the_band(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from evidex.cli import main
-
+@pytest.fixture
+def calibrate_argv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """``evidex calibrate tier`` of a fake cascade over :func:`write_golden`'s golden set."""
     monkeypatch.setitem(JUDGES, "fakecheap", lambda spec, **o: FakeScorer(spec))
     monkeypatch.setitem(JUDGES, "oracle", lambda spec, **o: ScriptedJudge([oracle] * 20))
     golden = write_golden(tmp_path / "golden.jsonl")
+    return ["calibrate", "tier", "--golden", str(golden), "-j", "cascade:fakecheap,oracle"]
+
+
+def test_cli_calibrates_a_cascade_and_says_how_to_use_the_band(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], calibrate_argv: list[str]
+) -> None:
+    from evidex.cli import main
+
     out = tmp_path / "cal"
-    argv = ["calibrate", "tier", "--golden", str(golden), "-j", "cascade:fakecheap,oracle"]
-    code = main([*argv, "--target", "0", "-o", str(out)])
+    code = main([*calibrate_argv, "--target", "0", "-o", str(out)])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 0, err
     assert "band [0.45, 0.9)" in err and "expensive alone 1" in err
@@ -504,25 +509,21 @@ def test_cli_calibrates_a_cascade_and_says_how_to_use_the_band(
 
 
 def test_cli_calibrates_a_cascade_to_a_budget_of_calls(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], calibrate_argv: list[str]
 ) -> None:
     from evidex.cli import main
 
-    monkeypatch.setitem(JUDGES, "fakecheap", lambda spec, **o: FakeScorer(spec))
-    monkeypatch.setitem(JUDGES, "oracle", lambda spec, **o: ScriptedJudge([oracle] * 20))
-    golden = write_golden(tmp_path / "golden.jsonl")
     out = tmp_path / "cal"
-    argv = ["calibrate", "tier", "--golden", str(golden), "-j", "cascade:fakecheap,oracle"]
     # the cheap stage errs on 0.45 and 0.55 only (2 pairs in 6): a budget of one in six
     # sends one of them, the better one for kappa
-    code = main([*argv, "--budget", "0.17", "-o", str(out)])
+    code = main([*calibrate_argv, "--budget", "0.17", "-o", str(out)])
     err = " ".join(capsys.readouterr().err.split())
     assert code == 0, err
     assert "best kappa with at most 17% of the items sent" in err
     saved = json.loads((out / "cascade_band.json").read_text())["fit"]
     assert saved["budget"] == 0.17 and saved["share_sent"] == pytest.approx(1 / 6)
     assert saved["margin"]["share_bound"] <= 0.17
-    assert main([*argv, "--budget", "0.5", "--target", "0.01", "-o", str(out)]) != 0
+    assert main([*calibrate_argv, "--budget", "0.5", "--target", "0.01", "-o", str(out)]) != 0
     assert "not both" in " ".join(capsys.readouterr().err.split())
 
 
