@@ -525,6 +525,8 @@ def test_cli_calibrates_a_cascade_to_a_budget_of_calls(
     assert saved["margin"]["share_bound"] <= 0.17
     assert main([*calibrate_argv, "--budget", "0.5", "--target", "0.01", "-o", str(out)]) != 0
     assert "not both" in " ".join(capsys.readouterr().err.split())
+    assert main([*calibrate_argv, "--budget", "0", "-o", str(out)]) != 0
+    assert "cheap stage alone" in " ".join(capsys.readouterr().err.split())
 
 
 # ---------------------------------------------------------------------- the demo
