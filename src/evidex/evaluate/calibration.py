@@ -142,8 +142,9 @@ def fit_band(
     an item scored inside the band takes the expensive label, the others the cheap one. The
     bounds are tried at ``candidates`` score quantiles and at ±infinity (so sending every item,
     which meets any target of at least 0, and sending none, which meets any budget, are always
-    choices); ties keep the fewer items sent (the higher kappa for a target), then the earlier
-    choice: the fit is deterministic.
+    choices). Ties keep, for a target, the bound furthest inside it among the bands sending
+    the fewest; for a budget, the fewest sent among the bands of the best kappa; then the
+    earlier choice: the fit is deterministic.
 
     With ``resamples`` and ``groups`` (each item's query), the rule must hold with a safety
     margin over ``resamples`` bootstrap resamples of the queries. For a target: at the 5th
