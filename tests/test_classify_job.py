@@ -276,9 +276,10 @@ class SmallJudge(ScriptedJudge):
 def _fixed_cost(store: SqlStore) -> int:
     """Tokens the prompt needs with one short passage (measured, so the test tracks the prompt)."""
     probe = SmallJudge([], 100_000)
-    from evidex.jobs.classify import ClassifyInput, ClassifySpec
+    from evidex.jobs._definition import SpecContext
+    from evidex.jobs.classify import DEFINITION, ClassifyInput, ClassifySpec
 
-    spec = ClassifySpec.of(TAXONOMY, {})
+    spec = ClassifySpec.of(DEFINITION.parse_options({"labels": TAXONOMY}), SpecContext(probe))
     base = spec.plan(ClassifyInput(input=INPUT, passages=PASSAGES[:1]), probe).data.batch
     return spec.prompt_tokens(probe, base, []) + 2 * 550 + 300  # reply reserve of single-label
 

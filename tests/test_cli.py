@@ -227,7 +227,7 @@ def test_without_judge_the_configured_judge_of_the_job_runs(
 @pytest.mark.parametrize(
     ("extra", "what"),
     [
-        (["--batch-size", "3"], "batch_size must be between 5 and 15"),
+        (["--batch-size", "3"], "'--batch-size': Input should be greater than or equal to 5"),
         (["--budget", "100"], "give --policy too"),
         (["--risk", "extreme"], "--risk"),
         (["--policy", "loose"], "--policy"),

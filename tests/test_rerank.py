@@ -232,9 +232,11 @@ def test_empty_query_and_bad_settings_are_input_errors(
 ) -> None:
     with pytest.raises(InputError, match="query is empty"):
         rerank("  ", passages, judge=ScriptedJudge(), store=store)
-    with pytest.raises(InputError, match="unknown strategy"):
+    with pytest.raises(InputError, match="strategy: input should be 'allpairs'"):
         _run(ScriptedJudge(), store, passages, strategy="bubble")
-    with pytest.raises(InputError, match="top_k and top_n"):
+    with pytest.raises(InputError, match="step must be less than window"):
+        _run(ScriptedJudge(), store, passages, window=5, step=5)
+    with pytest.raises(InputError, match="top_n: input should be greater than or equal to 1"):
         _run(ScriptedJudge(), store, passages, top_n=0)
     with pytest.raises(InputError, match="no passages"):
         _run(ScriptedJudge(), store, [])

@@ -113,21 +113,3 @@ def test_audit_endpoints_and_the_user_facing_decision(store: SqlStore) -> None:
     assert decision["decision"] == "block"
     text = str(decision)
     assert "raw_output" not in text and "explanation" not in text
-
-
-def test_each_request_model_carries_exactly_its_jobs_options() -> None:
-    """The service takes the same options, under the same names, as the library call."""
-    from evidex.jobs.audit import AuditOptions
-    from evidex.jobs.classify import ClassifyOptions
-    from evidex.jobs.rerank import RerankOptions
-    from evidex.jobs.tier import TierOptions
-    from evidex.service.jobs import AuditRequest, ClassifyRequest, RerankRequest, TierRequest
-
-    for request, options in [
-        (TierRequest, TierOptions),
-        (RerankRequest, RerankOptions),
-        (ClassifyRequest, ClassifyOptions),
-        (AuditRequest, AuditOptions),
-    ]:
-        served = set(request.model_fields) - {"judge"} - request.input_fields
-        assert served == set(options.__annotations__), request.__name__

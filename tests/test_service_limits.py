@@ -205,7 +205,12 @@ def test_too_many_passages_is_422_naming_the_field(store: SqlStore) -> None:
         ("/audit", {"answer": "a" * 61, "passages": [], "judge": "scripted"}, ["answer"]),
         (
             "/classify",
-            {"input": "i" * 61, "passages": PASSAGES, "labels": ["x"], "judge": "scripted"},
+            {
+                    "input": "i" * 61,
+                    "passages": PASSAGES,
+                    "labels": [{"name": "x", "description": "an x"}],
+                    "judge": "scripted",
+                },
             ["input"],
         ),
     ],
@@ -274,9 +279,9 @@ def _raw_json(client: TestClient, path: str, text: str) -> httpx.Response:
         ),
         (
             "/classify",
-            '{"input": "i", "passages": [{"id": "a", "text": "x"}], "labels": ["\\ud83d"], '
-            '"judge": "scripted"}',
-            ["labels", 0],
+            '{"input": "i", "passages": [{"id": "a", "text": "x"}], '
+            '"labels": [{"name": "\\ud83d", "description": "d"}], "judge": "scripted"}',
+            ["labels"],
         ),
         (
             "/audit",
@@ -295,7 +300,10 @@ def test_a_lone_surrogate_is_422_naming_the_field(
     assert response.status_code == 422, response.text
     [error] = response.json()["detail"]
     assert error["loc"] == ["body", *loc]
-    assert "lone surrogate" in error["msg"]
+    # the taxonomy is parsed with the request: pydantic names the bad text first
+    assert "lone surrogate" in error["msg"] or "unable to parse raw data as a unicode" in error[
+        "msg"
+    ]
 
 
 def test_a_lone_surrogate_in_a_resolve_is_422(store: SqlStore) -> None:

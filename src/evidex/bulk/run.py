@@ -22,14 +22,13 @@ from evidex.bulk.local import run_local
 from evidex.bulk.ray_engine import run_ray
 from evidex.bulk.stats import BulkProgress, BulkStats
 from evidex.bulk.stream import TaskFeed, count_lines, open_input
-from evidex.bulk.tasks import JOBS, BulkJob
+from evidex.bulk.tasks import BulkJob
 from evidex.errors import ConfigError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
 from evidex.harness.settings import HarnessSettings
 from evidex.jobs import resolve_judge, resolve_store, sync_of
 from evidex.judging import Judge
-from evidex.taxonomy import Taxonomy
 
 __all__ = ["ENGINES", "Engine", "arun_bulk", "default_errors_path", "run_bulk"]
 
@@ -59,7 +58,7 @@ async def arun_bulk(
     concurrency: int | None = None,
     engine: str = "local",
     engine_options: Mapping[str, Any] | None = None,
-    taxonomy: Taxonomy | Any = None,
+    taxonomy: Any = None,
     judge: Judge | str | None = None,
     store: StorePort | str | None = None,
     settings: HarnessSettings | None = None,
@@ -76,19 +75,15 @@ async def arun_bulk(
     Bad lines go to ``errors`` (default ``OUT.errors.jsonl``) with their line number; the run
     goes on. ``concurrency``: tasks in flight, and the run's ``max_concurrency`` (so also the
     judge's in-flight limit, unless the judge has its own); default: the configured one.
-    ``options``: the job's own options (``risk``, ``batch_size`` ...); classify takes the
-    ``taxonomy``. ``judge``, ``store``, ``settings``, ``hooks``: as for every job.
+    ``options``: the job's own options (``risk``, ``batch_size`` ...); classify's taxonomy
+    is its ``labels`` option (``taxonomy=`` says the same). ``judge``, ``store``, ``settings``, ``hooks``: as for every job.
     ``engine_options``: the engine's own keywords (ray: ``address``, ``workers``,
     ``judge_options``; see :func:`~evidex.bulk.ray_engine.run_ray`).
     """
-    if job not in JOBS:
-        raise ConfigError(f"unknown job {job!r}; choose one of {', '.join(JOBS)}")
     run_engine = engine_of(engine)
-    bulk = BulkJob(
-        job,  # type: ignore[arg-type]
-        options,
-        Taxonomy.parse(taxonomy) if taxonomy is not None else None,
-    )
+    if taxonomy is not None:
+        options = {**options, "labels": taxonomy}
+    bulk = BulkJob(job, options)
     in_path, out_path = Path(input), Path(output)
     err_path = Path(errors) if errors is not None else default_errors_path(out_path)
     open_input(in_path)

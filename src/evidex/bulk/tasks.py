@@ -21,15 +21,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from evidex.errors import ConfigError, InputError, UsageError
-from evidex.jobs.audit import AuditSpec, aaudit
-from evidex.jobs.classify import ClassifySpec, aclassify
-from evidex.jobs.rerank import RerankSpec, arerank
-from evidex.jobs.tier import TierSpec, atier
-from evidex.preflight import coerce_passages
-from evidex.taxonomy import Taxonomy
+from evidex.jobs._definition import JobDefinition, SpecContext
+from evidex.jobs.registry import definition, job_names
 from evidex.types import Usage
 
 if TYPE_CHECKING:
@@ -43,22 +39,15 @@ __all__ = [
     "Task",
     "TaskId",
     "error_line",
-    "fell_back",
+    "line_format",
     "parse_line",
     "task_id",
 ]
 
-JOBS = ("tier", "rerank", "classify", "audit")
+JOBS = job_names()
 
 TaskId = str | int
 """A task's id: a non-empty string or an integer, written back as given."""
-
-_FIELDS = {
-    "tier": '{"id", "query", "passages": [{"passage_id", "text"}, ...]}',
-    "rerank": '{"id", "query", "passages": [{"passage_id", "text"}, ...]}',
-    "classify": '{"id", "input", "passages": [{"passage_id", "text"}, ...]}',
-    "audit": '{"id", "answer", "passages": [...], "question"?, "claims"?}',
-}
 
 
 @dataclass(frozen=True)
@@ -116,45 +105,29 @@ def error_line(line: int, id: TaskId | None, kind: str, message: str) -> dict[st
     return {"line": line, "id": id, "kind": kind, "error": message}
 
 
-def _text(data: Mapping[str, Any], name: str, *, required: bool = True) -> str | None:
-    value = data.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, str) or not value.strip():
-        raise InputError(f"'{name}' is missing, empty or not a string")
-    return value
-
-
 @dataclass(frozen=True)
 class BulkJob:
     """A job with its options for a whole run; see the module docstring.
 
-    ``options`` are the job's own options (:class:`~evidex.jobs.tier.TierOptions` ...);
-    classify also needs ``taxonomy`` (anything :meth:`Taxonomy.parse` takes)."""
+    ``job`` names a registered job (:mod:`evidex.jobs.registry`) and ``options`` are its own
+    options (its Options model's fields; classify's taxonomy is its ``labels`` option). Only
+    plain values are held, so an engine can ship the job to worker processes."""
 
-    job: Literal["tier", "rerank", "classify", "audit"]
+    job: str
     options: Mapping[str, Any] = field(default_factory=dict)
-    taxonomy: Taxonomy | None = None
 
     def __post_init__(self) -> None:
-        if self.job not in JOBS:
-            raise ConfigError(f"unknown job {self.job!r}; choose one of {', '.join(JOBS)}")
-        if self.job == "classify" and self.taxonomy is None:
-            raise ConfigError("bulk classify needs the taxonomy (--labels FILE)")
-        if self.taxonomy is not None and self.job != "classify":
-            raise ConfigError("a taxonomy is for the classify job only")
+        definition(self.job)  # an unknown job is a usage error now, not on the first line
+
+    @property
+    def definition(self) -> JobDefinition[Any, Any, Any]:
+        return definition(self.job)
 
     def check(self, judge: Judge, store: StorePort) -> None:
         """Validate the options once, before any task runs (a bad option is a usage error of
         the run, not an error of every line)."""
-        if self.job == "tier":
-            TierSpec.of(self.options)
-        elif self.job == "rerank":
-            RerankSpec.of(self.options, judge)
-        elif self.job == "classify":
-            ClassifySpec.of(self.taxonomy, self.options)
-        else:
-            AuditSpec.of(self.options, store)
+        job = self.definition
+        job.make_spec(job.parse_options(self.options), SpecContext(judge, store))
         if not judge.supports(self.job):
             raise ConfigError(f"judge {judge.judge_id} cannot do the {self.job} job")
 
@@ -164,58 +137,21 @@ class BulkJob:
 
     def fields(self, data: Mapping[str, Any]) -> dict[str, Any]:
         """The job's input fields of a line's object, checked (the id apart)."""
-        raw = data.get("passages")
-        if self.job == "audit" and raw is None:
-            raw = []
-        if not isinstance(raw, list):
-            raise InputError(f"'passages' must be a list; a task is {_FIELDS[self.job]}")
-        if not raw and self.job != "audit":
-            raise InputError("'passages' is empty")
-        passages = coerce_passages(raw)
-        if self.job in ("tier", "rerank"):
-            return {"query": _text(data, "query"), "passages": passages}
-        if self.job == "classify":
-            return {"input": _text(data, "input"), "passages": passages}
-        claims = data.get("claims")
-        if claims is not None and (
-            not isinstance(claims, list) or not all(isinstance(c, str) for c in claims)
-        ):
-            raise InputError("'claims' must be a list of strings")
-        answer_id = data.get("answer_id", data.get("id"))
-        return {
-            "answer": _text(data, "answer"),
-            "passages": passages,
-            "answer_id": None if answer_id is None else str(answer_id),
-            "question": _text(data, "question", required=False),
-            "claims": claims,
-        }
+        job = self.definition
+        if job.line_input is not None:
+            fields = dict(job.line_input(data))
+        else:
+            fields = {k: v for k, v in data.items() if k in job.input.model_fields and k != "id"}
+        job.parse_input(fields)
+        return fields
 
     async def run(self, task: Task, **run: Any) -> tuple[dict[str, Any], Any]:
         """Run one task (``run``: the run keywords every job takes: ``judge``, ``store``,
         ``settings``, ``hooks``); the result line (``id`` first, then the job's report) and
         the result itself."""
-        options: dict[str, Any] = {**self.options, **run}
-        f = task.fields
-        result: Any
-        if self.job == "tier":
-            result = await atier(f["query"], f["passages"], **options)
-            report = result.report()
-        elif self.job == "rerank":
-            result = await arerank(f["query"], f["passages"], **options)
-            report = result.report()
-        elif self.job == "classify":
-            result = await aclassify(f["input"], f["passages"], self.taxonomy, **options)
-            report = result.report()
-        else:
-            result = await aaudit(
-                f["answer"],
-                f["passages"],
-                answer_id=f["answer_id"],
-                question=f["question"],
-                claims=f["claims"],
-                **options,
-            )
-            report = result.report()
+        job = self.definition
+        result = await job.arun(task.fields, options=job.parse_options(self.options), **run)
+        report = job.report(result)
         report.pop("id", None)
         return {"id": task.id, **report}, result
 
@@ -239,14 +175,19 @@ class BulkJob:
             result=report,
             calls=result.judge_calls,
             usage=result.usage,
-            fallback=fell_back(self.job, result),
+            fallback=self.definition.fell_back(result),
             attempts=result.attempts,
             cost=result.cost,
         )
 
 
-def fell_back(job: str, result: Any) -> bool:
-    """Whether any part of a result is a fallback (tier: any passage's tier)."""
-    if job == "tier":
-        return any(a.source == "fallback" for a in result.classifications)
-    return bool(result.source == "fallback")
+def line_format(job: JobDefinition[Any, Any, Any]) -> str:
+    """What one input line of ``evidex bulk JOB`` holds, from the job's Input model:
+    ``{"id", "query", "passages": [...]}`` (``?``: optional)."""
+    names = ['"id"']
+    for name, info in job.input.model_fields.items():
+        if name == "id":
+            continue
+        shown = f'"{name}"' + ("" if info.is_required() else "?")
+        names.append(f"{shown}: [...]" if name == "passages" else shown)
+    return "{" + ", ".join(names) + "}"

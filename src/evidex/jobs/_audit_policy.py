@@ -11,11 +11,12 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.harness.events import AuditRecord
+from evidex.jobs._definition import Flag
 from evidex.tasks.audit import SUPPORT_LEVELS, AuditSummary
 from evidex.types import RiskLevel, Source
 
@@ -54,18 +55,48 @@ class AuditPolicy(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    unsupported_threshold: float = Field(default=0.30, ge=0.0, le=1.0)
-    """An unsupported ratio above this sends the answer to review (the spec's 30 %)."""
-    inferred_counts_as_unsupported_in_high_risk: bool = True
-    """In high risk, inferred claims count in the ratio and need sign-off like unsupported."""
-    on_contradiction: Literal["block", "review"] = "block"
-    """What a contradicted claim does to the answer."""
-    baseline_window: int = Field(default=200, ge=1)
-    """How many recent audited answers (from the audit log) form the baseline."""
-    baseline_min_answers: int = Field(default=20, ge=1)
-    """No alert until the baseline holds this many judged answers."""
-    alert_margin: float = Field(default=0.10, ge=0.0, le=1.0)
-    """Alert when an answer's unsupported ratio exceeds the baseline by more than this."""
+    unsupported_threshold: Annotated[
+        float,
+        Flag("--threshold", metavar="RATIO"),
+        Field(
+            ge=0.0,
+            le=1.0,
+            description="Unsupported ratio above which an answer goes to review (the spec's "
+            "30 %).",
+        ),
+    ] = 0.30
+    inferred_counts_as_unsupported_in_high_risk: Annotated[
+        bool,
+        Flag("--inferred-counts-in-high-risk"),
+        Field(
+            description="In high risk, inferred claims count in the ratio and need sign-off "
+            "like unsupported ones."
+        ),
+    ] = True
+    on_contradiction: Annotated[
+        Literal["block", "review"],
+        Field(description="What a contradicted claim does to the answer."),
+    ] = "block"
+    baseline_window: Annotated[
+        int,
+        Flag(metavar="N"),
+        Field(ge=1, description="How many recent audited answers form the baseline."),
+    ] = 200
+    baseline_min_answers: Annotated[
+        int,
+        Flag(metavar="N"),
+        Field(ge=1, description="No baseline alert until the baseline holds this many answers."),
+    ] = 20
+    alert_margin: Annotated[
+        float,
+        Flag(metavar="RATIO"),
+        Field(
+            ge=0.0,
+            le=1.0,
+            description="Alert when an answer's unsupported ratio exceeds the baseline by more "
+            "than this.",
+        ),
+    ] = 0.10
 
 
 class DecisionReason(BaseModel):

@@ -14,20 +14,23 @@ import logging
 import os
 from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
-from typing import Any, ParamSpec, TypedDict, TypeVar
+from typing import Annotated, Any, ParamSpec, TypedDict, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.errors import ConfigError
 from evidex.harness.events import Hooks, Subscriber
 from evidex.harness.job import Progress
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import Harness, HarnessSettings
+from evidex.jobs._definition import Wire
 from evidex.judging import Judge
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.custom import BUILTIN_PROMPT, Prompt, custom_template
+from evidex.types import Passage
 
 __all__ = [
+    "RISK_HELP",
     "QueryInput",
     "RunOptions",
     "harness_for",
@@ -49,14 +52,22 @@ DEFAULT_JUDGES = {
 }
 
 
+RISK_HELP = "How costly a wrong judgment is: high routes more results to human review."
+
+
 class QueryInput(BaseModel):
     """One query with its retrieved passages: the item of the tier and rerank batch forms.
-    ``passages`` are anything :func:`~evidex.preflight.coerce_passages` takes."""
+    ``passages`` are anything :func:`~evidex.preflight.coerce_passages` takes (a request
+    carries them as passage objects)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    query: str
-    passages: list[Any]
+    query: Annotated[str, Field(description="The user's question.")]
+    passages: Annotated[
+        list[Any],
+        Wire(list[Passage]),
+        Field(description="The retrieved passages, each with a unique passage_id and its text."),
+    ]
     id: str | None = None
 
 

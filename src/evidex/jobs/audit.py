@@ -16,7 +16,7 @@ import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -42,7 +42,8 @@ from evidex.jobs._audit_stages import (
     UnauditedSpan,
     given_claims,
 )
-from evidex.jobs._common import RunOptions, harness_for, job_options, prompt_template, sync_of
+from evidex.jobs._common import RISK_HELP, RunOptions, prompt_template, sync_of
+from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext, Wire
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.audit import (
@@ -61,10 +62,12 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "DEFINITION",
     "AnswerInput",
     "AuditCall",
     "AuditDecision",
     "AuditOptions",
+    "AuditOptionsModel",
     "AuditPolicy",
     "AuditResult",
     "AuditSpec",
@@ -81,7 +84,6 @@ __all__ = [
 logger = logging.getLogger("evidex.audit")
 
 Mode = Literal["one-pass", "two-pass"]
-MODES: tuple[str, ...] = ("one-pass", "two-pass")
 DEFAULT_SEGMENT_TOKENS = 400
 """Answer tokens per judge call: a long answer is cut at sentence ends into segments this big,
 so every claim fits in one reply and nothing is lost to a length limit."""
@@ -89,19 +91,46 @@ DEFAULT_CLAIMS_PER_BATCH = 8
 
 
 class AuditOptions(TypedDict, total=False):
-    """The audit job's own options, shared by the library, the CLI and the service.
-
-    ``mode``: ``one-pass`` asks the judge to extract and classify at once, ``two-pass``
-    extracts first, then classifies claims in batches of ``claims_per_batch``; ``risk``: low,
-    medium or high; ``policy``: the decision thresholds (:class:`AuditPolicy`);
-    ``segment_tokens``: answer tokens per judge call.
-    """
+    """The audit job's options as keywords of the library call (for type checkers); each is
+    declared, with its default, bounds and help, in :class:`AuditOptionsModel`, and a test
+    keeps the two in step."""
 
     mode: Mode | str
     risk: RiskLevel | str
     policy: AuditPolicy | None
     segment_tokens: int
     claims_per_batch: int
+
+
+class AuditOptionsModel(JobOptions):
+    """The audit job's own options: the library call, ``evidex audit``, ``evidex bulk audit``
+    and ``POST /audit`` all read them from here."""
+
+    mode: Annotated[
+        Mode,
+        Field(
+            description="one-pass: the judge extracts and classifies claims at once; two-pass: "
+            "it extracts claims first, then classifies them in batches."
+        ),
+    ] = "one-pass"
+    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
+    policy: Annotated[
+        AuditPolicy | None,
+        Flag(expand=True),
+        Field(description="The decision thresholds and the baseline alert (AuditPolicy)."),
+    ] = None
+    segment_tokens: Annotated[
+        int,
+        Flag(metavar="N"),
+        Field(
+            ge=50, le=32_768, description="Answer tokens per judge call (a long answer is cut there)."
+        ),
+    ] = DEFAULT_SEGMENT_TOKENS
+    claims_per_batch: Annotated[
+        int,
+        Flag(metavar="N"),
+        Field(ge=1, le=50, description="two-pass: claims classified per judge call."),
+    ] = DEFAULT_CLAIMS_PER_BATCH
 
 
 class AuditCall(AuditOptions, RunOptions, total=False):
@@ -113,11 +142,18 @@ class AnswerInput(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    answer: str
-    passages: list[Any] = Field(default_factory=list)
-    answer_id: str | None = None
-    question: str | None = None
-    claims: list[str] | None = None
+    answer: Annotated[str, Field(description="The generated answer to audit.")]
+    passages: Annotated[
+        list[Any],
+        Wire(list[Passage | str]),
+        Field(description="The passages the answer was generated from (objects or texts)."),
+    ] = Field(default_factory=list)
+    answer_id: Annotated[str | None, Field(description="Id of the answer.")] = None
+    question: Annotated[str | None, Field(description="The user's question.")] = None
+    claims: Annotated[
+        list[str] | None,
+        Field(description="Claims already split (verbatim spans); then only grading runs."),
+    ] = None
     """Claims already split by the caller (verbatim spans); then only classification runs."""
 
 
@@ -193,34 +229,27 @@ class AuditSpec:
     job: str = "audit"
 
     @classmethod
-    def of(cls, options: AuditOptions | Mapping[str, Any], store: object) -> AuditSpec:
-        mode = options.get("mode", "one-pass")
-        if mode not in MODES:
-            raise InputError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-        segment_tokens = options.get("segment_tokens", DEFAULT_SEGMENT_TOKENS)
-        if segment_tokens < 50:
-            raise InputError(f"segment_tokens must be at least 50, got {segment_tokens}")
-        claims_per_batch = options.get("claims_per_batch", DEFAULT_CLAIMS_PER_BATCH)
-        if not 1 <= claims_per_batch <= 50:
-            raise InputError(f"claims_per_batch must be between 1 and 50, got {claims_per_batch}")
-        policy = options.get("policy") or AuditPolicy()
-        given = options.get("prompt")
-        if mode == "one-pass":
+    def of(cls, options: AuditOptionsModel, context: SpecContext) -> AuditSpec:
+        """The spec for these (validated) options; the baseline is read from the store."""
+        policy = options.policy or AuditPolicy()
+        if options.mode == "one-pass":
             prompts = AuditPrompts(
-                one_pass=prompt_template("audit", "audit", ONE_PASS_TEMPLATE, given)
+                one_pass=prompt_template("audit", "audit", ONE_PASS_TEMPLATE, context.prompt)
             )
         else:
             prompts = AuditPrompts(
-                grading=prompt_template("audit", "audit.classify", CLASSIFY_TEMPLATE, given)
+                grading=prompt_template(
+                    "audit", "audit.classify", CLASSIFY_TEMPLATE, context.prompt
+                )
             )
         return cls(
             prompts=prompts,
-            mode=str(mode),
-            risk=RiskLevel(options.get("risk", RiskLevel.LOW)),
+            mode=options.mode,
+            risk=options.risk,
             policy=policy,
-            baseline=read_baseline(store, policy),
-            segment_tokens=segment_tokens,
-            claims_per_batch=claims_per_batch,
+            baseline=read_baseline(context.store, policy),
+            segment_tokens=options.segment_tokens,
+            claims_per_batch=options.claims_per_batch,
         )
 
     def plan(self, item: AnswerInput, judge: Judge) -> Plan[Prepared]:
@@ -403,10 +432,7 @@ async def aaudit(
         question=question,
         claims=list(claims) if claims is not None else None,
     )
-    harness = harness_for("audit", options, subscribers=(audit_metrics().observe,))
-    spec = AuditSpec.of(job_options(options), harness.store)
-    (named,) = _inputs([item])
-    return await harness.run(spec, named, on_progress=options.get("on_progress"))
+    return await DEFINITION.arun(item, **options)
 
 
 async def aaudit_many(
@@ -418,10 +444,38 @@ async def aaudit_many(
     Answers without an id get ``answer-1``, ``answer-2`` ... by position; a repeated id is an
     input error.
     """
-    answers = _inputs(items)
-    harness = harness_for("audit", options, subscribers=(audit_metrics().observe,))
-    spec = AuditSpec.of(job_options(options), harness.store)
-    return await harness.run_many(spec, answers, on_progress=options.get("on_progress"))
+    return await DEFINITION.arun_many(items, **options)
+
+
+def _line_input(data: Mapping[str, Any]) -> dict[str, Any]:
+    """A bulk line's answer: its ``answer_id`` defaults to the task's ``id``."""
+    fields = {k: v for k, v in data.items() if k in AnswerInput.model_fields}
+    answer_id = data.get("answer_id", data.get("id"))
+    fields["answer_id"] = None if answer_id is None else str(answer_id)
+    return fields
+
+
+def _metrics() -> tuple[Any, ...]:
+    return (audit_metrics().observe,)
+
+
+def _decision(result: AuditResult) -> dict[str, Any]:
+    return result.decision.model_dump(mode="json")
+
+
+DEFINITION: JobDefinition[AnswerInput, AuditOptionsModel, AuditResult] = JobDefinition(
+    name="audit",
+    summary="Split a generated answer into verbatim claims and grade each against the passages.",
+    options=AuditOptionsModel,
+    input=AnswerInput,
+    result=AuditResult,
+    spec=AuditSpec.of,
+    default_judge="local:qwen",
+    views={"decision": (AuditDecision, _decision)},
+    line_input=_line_input,
+    items=lambda items: _inputs(items),
+    subscribers=_metrics,
+)
 
 
 audit = sync_of(aaudit)

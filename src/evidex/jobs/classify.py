@@ -22,15 +22,17 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from evidex.errors import InputError
 from evidex.harness.budget import drop_to_budget, reply_reserve, retry_prompt_tokens
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import RunOptions, harness_for, job_options, prompt_template, sync_of
+from evidex.jobs._common import RISK_HELP, RunOptions, prompt_template, sync_of
+from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext, Wire
+from evidex.loaders import load_classify_examples
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.base import PromptTemplate
@@ -51,10 +53,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_THRESHOLD",
+    "DEFINITION",
     "ClassifyCall",
     "ClassifyExample",
     "ClassifyInput",
     "ClassifyOptions",
+    "ClassifyOptionsModel",
     "ClassifyResult",
     "ClassifySpec",
     "Evidence",
@@ -71,18 +75,81 @@ DEFAULT_THRESHOLD = 0.7
 
 
 class ClassifyOptions(TypedDict, total=False):
-    """The classify job's own options, shared by the library, the CLI and the service.
-
-    ``threshold`` (default 0.7) routes lower-confidence labels to review; ``risk`` (low,
-    medium, high) sets how much else is routed; ``multi_label`` allows several labels;
-    ``constraints`` are extra rules for the prompt; ``examples`` few-shot demonstrations.
-    """
+    """The classify job's options as keywords of the library call (for type checkers; the
+    taxonomy is its own argument); each is declared, with its default, bounds and help, in
+    :class:`ClassifyOptionsModel`, and a test keeps the two in step."""
 
     constraints: Sequence[str] | None
     examples: Sequence[ClassifyExample] | None
     threshold: float
     risk: RiskLevel | str
     multi_label: bool
+
+
+def _taxonomy(value: Any) -> Taxonomy:
+    try:
+        return Taxonomy.parse(value)
+    except InputError as exc:  # a validation error of the field, where it is named
+        raise ValueError(str(exc)) from exc
+
+
+TaxonomyField = Annotated[
+    Taxonomy,
+    BeforeValidator(_taxonomy),
+    WithJsonSchema(
+        {
+            "description": "the taxonomy: a list of {name, description}, a mapping with "
+            "'labels', or a mapping of name to description",
+            "anyOf": [{"type": "array"}, {"type": "object"}],
+        }
+    ),
+]
+
+
+class ClassifyOptionsModel(JobOptions):
+    """The classify job's own options: the library call, ``evidex classify``, ``evidex bulk
+    classify`` and ``POST /classify`` all read them from here."""
+
+    labels: Annotated[
+        TaxonomyField,
+        Flag("--labels", "-l", metavar="FILE", load=Taxonomy.from_file),
+        Field(
+            description="The label taxonomy (YAML or JSON): a list of {name, description}, a "
+            "mapping with 'labels', or a mapping of name to description."
+        ),
+    ]
+    threshold: Annotated[
+        float,
+        Flag(metavar="X"),
+        Field(ge=0.0, le=1.0, description="Labels with a lower confidence go to review."),
+    ] = DEFAULT_THRESHOLD
+    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
+    multi_label: Annotated[
+        bool, Field(description="Allow several labels (default: at most one).")
+    ] = False
+    constraints: Annotated[
+        tuple[str, ...] | None,
+        Flag("--constraint", metavar="TEXT"),
+        Field(description="Extra rules for the judge (on the command line: repeatable)."),
+    ] = None
+    examples: Annotated[
+        tuple[ClassifyExample, ...] | None,
+        Flag(metavar="FILE", load=load_classify_examples),
+        Field(
+            description="Few-shot examples (JSON, YAML or JSONL list of {input, passages, "
+            "output})."
+        ),
+    ] = None
+
+    @model_validator(mode="after")
+    def _examples_use_the_taxonomy(self) -> ClassifyOptionsModel:
+        for i, example in enumerate(self.examples or (), 1):
+            unknown = {a.label for a in example.output.classifications} - set(self.labels.names)
+            if unknown:
+                raise ValueError(
+                    f"example {i} uses labels that are not in the taxonomy: {sorted(unknown)}"
+                )
+        return self
 
 
 class ClassifyCall(ClassifyOptions, RunOptions, total=False):
@@ -101,8 +168,12 @@ class ClassifyInput(BaseModel):
     """One input of a batch: an id for the output, the text, and its retrieved passages."""
 
     id: str | None = None
-    input: str
-    passages: list[Any]
+    input: Annotated[str, Field(description="The text to classify.")]
+    passages: Annotated[
+        list[Any],
+        Wire(list[Passage]),
+        Field(description="The retrieved passages the labels must be quoted from."),
+    ]
 
 
 class ClassifyResult(JobResult):
@@ -170,38 +241,19 @@ class ClassifySpec:
     job: str = "classify"
 
     @classmethod
-    def of(cls, taxonomy: Taxonomy | Any, options: Mapping[str, Any]) -> ClassifySpec:
-        parsed = Taxonomy.parse(taxonomy)
-        threshold = options.get("threshold", DEFAULT_THRESHOLD)
-        if (
-            isinstance(threshold, bool)
-            or not isinstance(threshold, (int, float))
-            or not 0.0 <= threshold <= 1.0
-        ):
-            raise InputError(f"threshold must be a number from 0 to 1, got {threshold!r}")
-        try:
-            risk = RiskLevel(options.get("risk", RiskLevel.LOW))
-        except ValueError as exc:
-            raise InputError(f"risk must be one of low, medium, high: {exc}") from exc
-        constraints = tuple(c.strip() for c in options.get("constraints") or () if c.strip())
-        examples = tuple(options.get("examples") or ())
-        for i, example in enumerate(examples, 1):
-            unknown = {a.label for a in example.output.classifications} - set(parsed.names)
-            if unknown:
-                raise InputError(
-                    f"example {i} uses labels that are not in the taxonomy: {sorted(unknown)}"
-                )
+    def of(cls, options: ClassifyOptionsModel, context: SpecContext) -> ClassifySpec:
+        """The spec for these (validated) options."""
         template = ClassifyBatch(
             input="",
             passages=(),
-            taxonomy=parsed,
-            constraints=constraints,
-            examples=examples,
-            threshold=float(threshold),
-            risk=risk,
-            multi_label=bool(options.get("multi_label", False)),
+            taxonomy=options.labels,
+            constraints=tuple(c.strip() for c in options.constraints or () if c.strip()),
+            examples=tuple(options.examples or ()),
+            threshold=float(options.threshold),
+            risk=options.risk,
+            multi_label=options.multi_label,
         )
-        prompt = prompt_template("classify", "classify", CLASSIFY_TEMPLATE, options.get("prompt"))
+        prompt = prompt_template("classify", "classify", CLASSIFY_TEMPLATE, context.prompt)
         return cls(template=template, prompt=prompt)
 
     # ------------------------------------------------------------------ preflight
@@ -378,10 +430,8 @@ async def aclassify(
     and high risk). Bad input raises :class:`~evidex.errors.InputError` before any judge is
     called.
     """
-    spec = ClassifySpec.of(taxonomy, job_options(options))
-    harness = harness_for("classify", options)
     item = ClassifyInput(input=input, passages=list(passages))
-    return await harness.run(spec, item, on_progress=options.get("on_progress"))
+    return await DEFINITION.arun(item, labels=taxonomy, **options)
 
 
 async def aclassify_many(
@@ -395,26 +445,20 @@ async def aclassify_many(
     stops it early with an error naming the item. Items run concurrently up to the harness's
     ``max_concurrency`` (and the judge's own limit).
     """
-    spec = ClassifySpec.of(taxonomy, job_options(options))
-    harness = harness_for("classify", options)
-    inputs = [_coerce_item(raw, index) for index, raw in enumerate(items)]
-    if not inputs:
-        raise InputError("no inputs to classify")
-    return await harness.run_many(spec, inputs, on_progress=options.get("on_progress"))
+    return await DEFINITION.arun_many(items, labels=taxonomy, **options)
+
+
+DEFINITION: JobDefinition[ClassifyInput, ClassifyOptionsModel, ClassifyResult] = JobDefinition(
+    name="classify",
+    summary="Assign labels from a taxonomy to a text, each backed by quotes from the passages.",
+    options=ClassifyOptionsModel,
+    input=ClassifyInput,
+    result=ClassifyResult,
+    spec=ClassifySpec.of,
+    default_judge="local:qwen",
+)
 
 
 classify = sync_of(aclassify)
 classify_many = sync_of(aclassify_many)
 
-
-def _coerce_item(raw: ClassifyInput | Mapping[str, Any], index: int) -> ClassifyInput:
-    if isinstance(raw, ClassifyInput):
-        return raw
-    try:
-        return ClassifyInput.model_validate(raw)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(map(str, e['loc'])) or 'value'}: {e['msg'].removeprefix('Value error, ')}"
-            for e in exc.errors()
-        )
-        raise InputError(f"item {index}: {problems}") from exc

@@ -22,8 +22,8 @@ from pydantic import BaseModel, Field
 
 from evidex.errors import InputError
 from evidex.harness.job import run_planned
-from evidex.jobs._common import harness_for, job_options, sync_of
-from evidex.jobs.classify import ClassifyCall, ClassifyInput, ClassifySpec
+from evidex.jobs._common import sync_of
+from evidex.jobs.classify import DEFINITION, ClassifyCall, ClassifyInput
 from evidex.taxonomy import Taxonomy
 from evidex.types import PassageLike, Source
 
@@ -92,8 +92,8 @@ async def aconsistency_check(
     """
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise InputError(f"runs must be a positive whole number, got {runs!r}")
-    spec = dataclasses.replace(ClassifySpec.of(taxonomy, job_options(options)), route=False)
-    harness = harness_for("classify", options)
+    harness, spec = DEFINITION.prepare({**options, "labels": taxonomy})
+    spec = dataclasses.replace(spec, route=False)
     harness.settings = dataclasses.replace(harness.settings, use_cache=False)
     plan = spec.plan(ClassifyInput(input=input, passages=list(passages)), harness.judge)
     rng = random.Random(seed)

@@ -14,23 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from evidex.errors import InputError
 from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import (
-    QueryInput,
-    RunOptions,
-    harness_for,
-    job_options,
-    prompt_template,
-    resolve_judge,
-    sync_of,
-)
+from evidex.jobs._common import QueryInput, RunOptions, prompt_template, sync_of
+from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext
 from evidex.jobs._rank_algos import kendall_tau_distance
 from evidex.jobs._rerank_grounding import Grounding, check_grounding
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
@@ -51,11 +44,13 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "DEFINITION",
     "Grounding",
     "RankedPassage",
     "RerankCall",
     "RerankInput",
     "RerankMetrics",
+    "RerankOptionsModel",
     "RerankOptions",
     "RerankResult",
     "RerankSpec",
@@ -72,14 +67,9 @@ CHAT_SCORE_BATCH = 10
 
 
 class RerankOptions(TypedDict, total=False):
-    """The rerank job's own options, shared by the library, the CLI and the service.
-
-    ``strategy``: allpairs, listwise, pairwise or pointwise (default: pointwise for scoring
-    judges such as ``local:minilm``, else allpairs); ``top_k``: the size of the strict top;
-    ``top_n``: how many candidates (in retrieval order) are reranked; ``window`` and ``step``:
-    the listwise sliding window; ``check_grounding``: after ranking, check that the top-k
-    together answer the query (the tier prompt on the top-k; one that does not goes to review).
-    """
+    """The rerank job's options as keywords of the library call (for type checkers); each is
+    declared, with its default, bounds and help, in :class:`RerankOptionsModel`, and a test
+    keeps the two in step."""
 
     strategy: str | None
     top_k: int
@@ -87,6 +77,59 @@ class RerankOptions(TypedDict, total=False):
     window: int
     step: int
     check_grounding: bool
+
+
+Strategy = Literal["allpairs", "pairwise", "listwise", "pointwise"]
+
+
+class RerankOptionsModel(JobOptions):
+    """The rerank job's own options: the library call, ``evidex rerank``, ``evidex bulk
+    rerank`` and ``POST /rerank`` all read them from here."""
+
+    strategy: Annotated[
+        Strategy | None,
+        Flag("--strategy", "-s"),
+        Field(
+            description="allpairs: one call ranks all; pairwise: two-passage comparisons, asked "
+            "in both orders; listwise: sliding windows; pointwise: a score per passage. "
+            "Default: pointwise for scoring judges (local:minilm), allpairs for the others."
+        ),
+    ] = None
+    top_k: Annotated[
+        int,
+        Flag("--top-k", "-k", metavar="K"),
+        Field(ge=1, description="How many passages you need: the strict top."),
+    ] = DEFAULT_TOP_K
+    top_n: Annotated[
+        int,
+        Flag(metavar="N"),
+        Field(
+            ge=1,
+            description="Rerank only the first N candidates; the rest keep their retrieval "
+            "order.",
+        ),
+    ] = DEFAULT_TOP_N
+    window: Annotated[
+        int, Flag(metavar="W"), Field(ge=2, description="Listwise: passages per call.")
+    ] = DEFAULT_WINDOW
+    step: Annotated[
+        int,
+        Flag(metavar="S"),
+        Field(ge=1, description="Listwise: how far each window moves up (less than window)."),
+    ] = DEFAULT_STEP
+    check_grounding: Annotated[
+        bool,
+        Field(
+            description="After ranking, check that the top-k together answer the query (the "
+            "tier prompt on the top-k); a query they do not answer gets a review item."
+        ),
+    ] = False
+
+    @model_validator(mode="after")
+    def _window_moves(self) -> RerankOptionsModel:
+        if self.step >= self.window:
+            raise ValueError(f"step must be less than window, got {self.step} and {self.window}")
+        return self
 
 
 class RerankCall(RerankOptions, RunOptions, total=False):
@@ -199,30 +242,23 @@ class RerankSpec:
     job: str = "rerank"
 
     @classmethod
-    def of(cls, options: RerankOptions | Mapping[str, Any], judge: Judge) -> RerankSpec:
-        top_k = options.get("top_k", DEFAULT_TOP_K)
-        top_n = options.get("top_n", DEFAULT_TOP_N)
-        window = options.get("window", DEFAULT_WINDOW)
-        step = options.get("step", DEFAULT_STEP)
-        if top_k < 1 or top_n < 1:
-            raise InputError(
-                f"top_k and top_n must be at least 1, got top_k={top_k}, top_n={top_n}"
-            )
-        if window < 2 or not 1 <= step < window:
-            raise InputError(f"need window >= 2 and 1 <= step < window, got {window} and {step}")
-        strategy = options.get("strategy") or (
-            "pointwise" if isinstance(judge, Scorer) else "allpairs"
-        )
-        if strategy not in STRATEGIES:
-            raise InputError(
-                f"unknown strategy {strategy!r}; choose one of {', '.join(STRATEGIES)}"
-            )
-        scoring = strategy == "pointwise" and isinstance(judge, Scorer)
+    def of(cls, options: RerankOptionsModel, context: SpecContext) -> RerankSpec:
+        """The spec for these (validated) options on ``context.judge``: the default strategy
+        is the judge's natural one."""
+        scoring_judge = isinstance(context.judge, Scorer)
+        strategy = options.strategy or ("pointwise" if scoring_judge else "allpairs")
         builtin = template_of(strategy)
         step_name = {"pairwise": "rerank.pair", "pointwise": "rerank.score"}.get(strategy, "rerank")
-        template = prompt_template("rerank", step_name, builtin, options.get("prompt"))
-        grounding = bool(options.get("check_grounding", False))
-        return cls(strategy, top_k, top_n, window, step, scoring, grounding, template)
+        return cls(
+            strategy,
+            options.top_k,
+            options.top_n,
+            options.window,
+            options.step,
+            scoring=strategy == "pointwise" and scoring_judge,
+            check_grounding=options.check_grounding,
+            template=prompt_template("rerank", step_name, builtin, context.prompt),
+        )
 
     @property
     def prompt(self) -> PromptTemplate:
@@ -385,8 +421,7 @@ async def arerank(
     ``source="fallback"`` and a review item. Options: :class:`RerankOptions` and the run
     keywords of every job (``judge``, ``store``, ``settings``, ``hooks``, ``on_progress``).
     """
-    item = RerankInput(query=query, passages=list(passages))
-    return (await _run(options, [item], many=False))[0]
+    return await DEFINITION.arun(RerankInput(query=query, passages=list(passages)), **options)
 
 
 async def arerank_many(
@@ -394,19 +429,24 @@ async def arerank_many(
 ) -> list[RerankResult]:
     """Rerank many queries (``{query, passages, id?}`` each) with the same options; results
     in input order, progress counted in queries."""
-    inputs = [i if isinstance(i, RerankInput) else RerankInput.model_validate(i) for i in items]
-    return await _run(options, inputs, many=True)
+    return await DEFINITION.arun_many(items, **options)
 
 
-async def _run(options: RerankCall, items: list[RerankInput], *, many: bool) -> list[RerankResult]:
-    judge = resolve_judge(options.get("judge"), "rerank")
-    spec = RerankSpec.of(job_options(options), judge)
-    harness = harness_for("rerank", options, judge=spec.runner_judge(judge))
-    progress = options.get("on_progress")
-    if many:
-        return await harness.run_many(spec, items, on_progress=progress)
-    return [await harness.run(spec, items[0], on_progress=progress)]
+def _respond(result: RerankResult, extras: object = None) -> dict[str, Any]:
+    # the strict top-k, as a command prints it; the library's result keeps the full order
+    return result.report(limit=result.top_k)
 
+
+DEFINITION: JobDefinition[RerankInput, RerankOptionsModel, RerankResult] = JobDefinition(
+    name="rerank",
+    summary="Rerank candidate passages by relevance, with a justification per position.",
+    options=RerankOptionsModel,
+    input=RerankInput,
+    result=RerankResult,
+    spec=RerankSpec.of,
+    default_judge="local:minilm",
+    response=_respond,
+)
 
 rerank = sync_of(arerank)
 rerank_many = sync_of(arerank_many)

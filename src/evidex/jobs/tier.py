@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from evidex.errors import InputError
 from evidex.harness.budget import passage_limit
@@ -22,14 +22,10 @@ from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
 from evidex.jobs._cascade import CascadeReport, cascade_tiers
-from evidex.jobs._common import (
-    QueryInput,
-    RunOptions,
-    harness_for,
-    job_options,
-    prompt_template,
-    sync_of,
-)
+from evidex.jobs._common import RISK_HELP, QueryInput, RunOptions, prompt_template, sync_of
+from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs.select import SelectedContext, select_context
+from evidex.loaders import load_examples
 from evidex.judges.cascade import CascadeJudge
 from evidex.judging import Judge
 from evidex.preflight import (
@@ -60,12 +56,15 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack
 
 __all__ = [
+    "DEFINITION",
     "CascadeReport",
     "TierAssignment",
     "TierCall",
     "TierExample",
     "TierInput",
     "TierOptions",
+    "TierOptionsModel",
+    "TierReport",
     "TierResult",
     "TierSpec",
     "atier",
@@ -75,22 +74,79 @@ __all__ = [
 ]
 
 MIN_BATCH, MAX_BATCH, DEFAULT_BATCH = 5, 15, 10
+DEFAULT_BUDGET = 4000
+"""Tokens of the selected context when a policy is given without a budget."""
 
 
 class TierOptions(TypedDict, total=False):
-    """The tier job's own options, shared by the library, the CLI and the service.
-
-    ``tiers``: your tier scheme (default: the spec's four tiers); ``examples``: few-shot
-    examples (default: built-in ones for the default tiers, none for custom tiers); ``risk``:
-    low, medium or high; ``batch_size``: passages per judge call (5-15, default 10);
-    ``review_sample_rate``: at high risk, the share of top-tier grades sampled into review.
-    """
+    """The tier job's options as keywords of the library call (for type checkers); each is
+    declared, with its default, bounds and help, in :class:`TierOptionsModel`, and a test
+    keeps the two in step."""
 
     tiers: TierScheme | None
     examples: Sequence[TierExample] | None
     risk: RiskLevel | str
     batch_size: int
     review_sample_rate: float
+
+
+class TierOptionsModel(JobOptions):
+    """The tier job's own options: the library call, ``evidex tier``, ``evidex bulk tier`` and
+    ``POST /tier`` all read them from here."""
+
+    tiers: Annotated[
+        TierScheme | None,
+        Flag(metavar="FILE", load=TierScheme.from_file),
+        Field(
+            description="Your tier definitions (YAML or JSON), most relevant first. Default: "
+            "directly-supporting, contextually-relevant, tangentially-related, irrelevant."
+        ),
+    ] = None
+    examples: Annotated[
+        tuple[TierExample, ...] | None,
+        Flag(metavar="FILE", load=load_examples),
+        Field(
+            description="Few-shot examples (JSON, YAML or JSONL list of query, passage, tier, "
+            "justification, key_evidence_snippet). Default: built-in examples for the default "
+            "tiers, none for custom tiers."
+        ),
+    ] = None
+    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
+    batch_size: Annotated[
+        int,
+        Flag("--batch-size", metavar="N"),
+        Field(ge=MIN_BATCH, le=MAX_BATCH, description="Passages per judge call, 5 to 15."),
+    ] = DEFAULT_BATCH
+    review_sample_rate: Annotated[
+        float,
+        Flag(metavar="RATE"),
+        Field(
+            ge=0.0,
+            le=1.0,
+            description="At high risk, the share of top-tier grades sampled into review.",
+        ),
+    ] = 1.0
+
+
+class ContextChoice(BaseModel):
+    """What the tier response also carries: the generator's context, selected by policy."""
+
+    policy: Annotated[
+        Literal["strict", "standard", "broad"] | None,
+        Field(
+            description="Also select the generator's context: strict = top tier, standard = "
+            "top two, broad = all but the last."
+        ),
+    ] = None
+    budget: Annotated[
+        int | None,
+        Flag(metavar="TOKENS"),
+        Field(
+            ge=1,
+            description=f"Token budget of the selected context (with policy; default "
+            f"{DEFAULT_BUDGET}).",
+        ),
+    ] = None
 
 
 class TierCall(TierOptions, RunOptions, total=False):
@@ -154,27 +210,19 @@ class TierSpec:
     job: str = "tier"
 
     @classmethod
-    def of(cls, options: TierOptions | Mapping[str, Any]) -> TierSpec:
-        """The spec for these options; bad values are an :class:`InputError` naming them."""
-        batch_size = options.get("batch_size", DEFAULT_BATCH)
-        if not MIN_BATCH <= batch_size <= MAX_BATCH:
-            raise InputError(
-                f"batch_size must be between {MIN_BATCH} and {MAX_BATCH}, got {batch_size}"
-            )
-        rate = options.get("review_sample_rate", 1.0)
-        if not 0.0 <= rate <= 1.0:
-            raise InputError(f"review_sample_rate must be within [0, 1], got {rate}")
-        scheme = options.get("tiers") or DEFAULT_TIERS
-        examples = options.get("examples")
+    def of(cls, options: TierOptionsModel, context: SpecContext) -> TierSpec:
+        """The spec for these (validated) options."""
+        scheme = options.tiers or DEFAULT_TIERS
+        examples = options.examples
         if examples is None:
             examples = DEFAULT_EXAMPLES if scheme == DEFAULT_TIERS else ()
         return cls(
             scheme=scheme,
             examples=tuple(examples),
-            risk=RiskLevel(options.get("risk", RiskLevel.LOW)),
-            batch_size=batch_size,
-            review_sample_rate=rate,
-            template=prompt_template("tier", "tier", TIER_TEMPLATE, options.get("prompt")),
+            risk=options.risk,
+            batch_size=options.batch_size,
+            review_sample_rate=options.review_sample_rate,
+            template=prompt_template("tier", "tier", TIER_TEMPLATE, context.prompt),
         )
 
     def batch(self, query: str, passages: Sequence[Passage]) -> TierBatch:
@@ -279,13 +327,10 @@ async def atier(
     Nothing is lost: a duplicate passage takes its twin's tier (``duplicate_of``), a batch whose
     replies never validate gets the scheme's fallback tier with ``source="fallback"`` and a
     review item, and with ``risk="high"`` every top-tier grade is sampled into review at
-    ``review_sample_rate``. Options: :class:`TierOptions` and the run keywords of every job
-    (``judge``, ``store``, ``settings``, ``hooks``, ``on_progress``).
+    ``review_sample_rate``. Options: :class:`TierOptionsModel` and the run keywords of every
+    job (``judge``, ``store``, ``settings``, ``hooks``, ``on_progress``).
     """
-    spec = TierSpec.of(job_options(options))
-    harness = harness_for("tier", options)
-    item = TierInput(query=query, passages=list(passages))
-    return await harness.run(spec, item, on_progress=options.get("on_progress"))
+    return await DEFINITION.arun(TierInput(query=query, passages=list(passages)), **options)
 
 
 async def atier_many(
@@ -293,11 +338,49 @@ async def atier_many(
 ) -> list[TierResult]:
     """Tier many queries (``{query, passages, id?}`` each) with the same options; results in
     input order, progress counted in queries."""
-    spec = TierSpec.of(job_options(options))
-    harness = harness_for("tier", options)
-    inputs = (i if isinstance(i, TierInput) else TierInput.model_validate(i) for i in items)
-    return await harness.run_many(spec, inputs, on_progress=options.get("on_progress"))
+    return await DEFINITION.arun_many(items, **options)
 
+
+class TierReport(JobResult):
+    """What ``evidex tier`` prints and ``POST /tier`` returns: the spec's output schema and
+    provenance (no passage texts); ``id`` only when the input had one, ``context`` only when
+    it named a policy."""
+
+    id: str | None = Field(default=None, description="absent unless the input had one")
+    query: str
+    classifications: list[TierAssignment]
+    tier_summary: dict[str, int]
+    review_item_ids: list[int] = Field(default_factory=list)
+    context: SelectedContext | None = Field(
+        default=None, description="the context selected by the request's policy and budget"
+    )
+
+
+def _respond(result: TierResult, extras: ContextChoice | None) -> dict[str, Any]:
+    report = result.report()
+    if extras is not None and extras.policy is not None:
+        budget = DEFAULT_BUDGET if extras.budget is None else extras.budget
+        report["context"] = select_context(result, extras.policy, budget).model_dump(mode="json")
+    return report
+
+
+def _fell_back(result: TierResult) -> bool:
+    return any(a.source == "fallback" for a in result.classifications)
+
+
+DEFINITION: JobDefinition[TierInput, TierOptionsModel, TierResult] = JobDefinition(
+    name="tier",
+    summary="Grade passages into relevance tiers, with a justification and a verbatim snippet.",
+    options=TierOptionsModel,
+    input=TierInput,
+    result=TierResult,
+    spec=TierSpec.of,
+    default_judge="local:minilm",
+    response=_respond,
+    extras=ContextChoice,
+    response_type=TierReport,
+    fell_back=_fell_back,
+)
 
 tier = sync_of(atier)
 tier_many = sync_of(atier_many)

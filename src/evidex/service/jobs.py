@@ -1,131 +1,88 @@
-"""The four job endpoints, thin layers over the async library calls.
+"""The job endpoints, one per registered job, built from the job's definition.
 
-Each request model carries the job's own options under the same names as the library's
-options type (``TierOptions``, ``RerankOptions``, ``ClassifyOptions``, ``AuditOptions``; a test
-keeps them in step), plus the input and the judge spec. ``POST /audit`` returns the internal
-audit; ``POST /audit/decision`` only the decision object that may be shown to end users (no
-judge output).
+A job's request model is its Input model's fields, its Options model's fields and its response
+extras (tier's ``policy`` and ``budget``), flat, plus the judge spec: the same names, types,
+defaults and bounds as the library call and the CLI, so ``/openapi.json`` describes what the
+library validates. ``POST /JOB`` returns what ``evidex JOB`` prints; a definition's views add
+more endpoints over the same run (``POST /audit/decision``: only the decision object that may
+be shown to end users, no judge output).
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar
 
 from fastapi import FastAPI
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, create_model
 
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs.audit import (
-    DEFAULT_CLAIMS_PER_BATCH,
-    DEFAULT_SEGMENT_TOKENS,
-    AuditDecision,
-    AuditPolicy,
-    AuditResult,
-    aaudit,
-)
-from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyResult, aclassify
-from evidex.jobs.rerank import (
-    DEFAULT_STEP,
-    DEFAULT_TOP_K,
-    DEFAULT_TOP_N,
-    DEFAULT_WINDOW,
-    RerankResult,
-    arerank,
-)
-from evidex.jobs.select import select_context
-from evidex.jobs.tier import DEFAULT_BATCH, atier
+from evidex.jobs._definition import JobDefinition, field_wire
+from evidex.jobs.registry import definition, definitions
 from evidex.judging import Judge
 from evidex.preflight import InputLimits
 from evidex.service.guards import check_body
-from evidex.service.schemas import TierReport
 from evidex.store import SqlStore
-from evidex.tasks.classify import ClassifyExample
 from evidex.tasks.custom import BUILTIN_PROMPT, Prompt
-from evidex.tasks.tier import TierExample
-from evidex.types import Passage, RiskLevel, TierScheme
 
-__all__ = [
-    "AuditRequest",
-    "ClassifyRequest",
-    "JobRequest",
-    "RerankRequest",
-    "TierRequest",
-    "register_job_routes",
-]
+__all__ = ["JobRequest", "register_job_routes", "request_model"]
 
 
 class JobRequest(BaseModel):
     """What every job request has: the judge spec (None: the job's configured judge)."""
 
     judge: str | None = None
+    job: ClassVar[str] = ""
     input_fields: ClassVar[frozenset[str]] = frozenset()
     """Fields that are the job's input, not its options."""
+    extra_fields: ClassVar[frozenset[str]] = frozenset()
+    """Fields that shape the response only (the definition's ``extras``)."""
 
     def options(self) -> dict[str, Any]:
         """The job's options, as the library call takes them (typed values, not dumps)."""
-        return {
-            k: getattr(self, k)
-            for k in type(self).model_fields
-            if k != "judge" and k not in self.input_fields
-        }
+        skip = self.input_fields | self.extra_fields | {"judge"}
+        return {k: getattr(self, k) for k in type(self).model_fields if k not in skip}
+
+    def item(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.input_fields}
+
+    def extras(self) -> BaseModel | None:
+        extras = definition(self.job).extras
+        if extras is None:
+            return None
+        return extras.model_validate({k: getattr(self, k) for k in self.extra_fields})
 
 
-class TierRequest(JobRequest):
-    query: str
-    passages: list[Passage]
-    risk: RiskLevel = RiskLevel.LOW
-    batch_size: int = DEFAULT_BATCH
-    tiers: TierScheme | None = None
-    examples: list[TierExample] | None = None
-    review_sample_rate: float = 1.0
-    policy: str | None = Field(default=None, description="strict | standard | broad")
-    budget: int = 4000
-    input_fields: ClassVar[frozenset[str]] = frozenset({"query", "passages", "policy", "budget"})
+def _fields(model: type[BaseModel] | None) -> dict[str, tuple[Any, Any]]:
+    if model is None:
+        return {}
+    return {name: (field_wire(info), info) for name, info in model.model_fields.items()}
 
 
-class RerankRequest(JobRequest):
-    query: str
-    passages: list[Passage]
-    strategy: str | None = Field(
-        default=None, description="allpairs | pairwise | listwise | pointwise"
+_MODELS: dict[str, type[JobRequest]] = {}
+
+
+def request_model(job: JobDefinition[Any, Any, Any]) -> type[JobRequest]:
+    """The request model of ``job`` (built once): ``TierRequest``, ``RerankRequest`` ..."""
+    found = _MODELS.get(job.name)
+    if found is not None:
+        return found
+    inputs = _fields(job.input)
+    model = create_model(  # type: ignore[call-overload]
+        f"{job.name.capitalize()}Request",
+        __base__=JobRequest,
+        __doc__=job.summary,
+        **inputs,
+        **_fields(job.options),
+        **_fields(job.extras),
     )
-    top_k: int = DEFAULT_TOP_K
-    top_n: int = DEFAULT_TOP_N
-    window: int = DEFAULT_WINDOW
-    step: int = DEFAULT_STEP
-    check_grounding: bool = Field(
-        default=False, description="check that the top-k answer the query (review if not)"
-    )
-    input_fields: ClassVar[frozenset[str]] = frozenset({"query", "passages"})
-
-
-class ClassifyRequest(JobRequest):
-    input: str
-    passages: list[Passage]
-    labels: Any = Field(description="the taxonomy: a list of {label, description} or a mapping")
-    threshold: float = DEFAULT_THRESHOLD
-    risk: RiskLevel = RiskLevel.LOW
-    multi_label: bool = False
-    constraints: list[str] | None = None
-    examples: list[ClassifyExample] | None = None
-    input_fields: ClassVar[frozenset[str]] = frozenset({"input", "passages", "labels"})
-
-
-class AuditRequest(JobRequest):
-    answer: str
-    passages: list[Passage | str]
-    answer_id: str | None = None
-    question: str | None = None
-    mode: str = "one-pass"
-    risk: RiskLevel = RiskLevel.LOW
-    policy: AuditPolicy | None = None
-    segment_tokens: int = DEFAULT_SEGMENT_TOKENS
-    claims_per_batch: int = DEFAULT_CLAIMS_PER_BATCH
-    input_fields: ClassVar[frozenset[str]] = frozenset(
-        {"answer", "passages", "answer_id", "question"}
-    )
+    model.job = job.name
+    model.input_fields = frozenset(inputs)
+    model.extra_fields = frozenset(job.extras.model_fields) if job.extras else frozenset()
+    _MODELS[job.name] = model
+    return model  # type: ignore[no-any-return]
 
 
 def register_job_routes(
@@ -137,66 +94,73 @@ def register_job_routes(
     limits: InputLimits | None = None,
     prompts: Mapping[str, Prompt] | None = None,
 ) -> None:
-    """Add the four job endpoints; ``dependencies`` guard each (the caller's role), ``limits``
-    bound what one request may carry. ``prompts``: the server's own prompt per job, read at
-    start from its configuration; a request can never name a prompt file."""
+    """Add every registered job's endpoints; ``dependencies`` guard each (the caller's role),
+    ``limits`` bound what one request may carry. ``prompts``: the server's own prompt per job,
+    read at start from its configuration; a request can never name a prompt file."""
     guard = list(dependencies)
     bounds = limits or InputLimits()
     configured_prompts = dict(prompts or {})
 
-    async def run(body: JobRequest, job: str) -> dict[str, Any]:
+    for job in definitions():
+        _job_routes(app, job, guard, bounds, store, judge_for, settings, configured_prompts)
+
+
+def _job_routes(
+    app: FastAPI,
+    job: JobDefinition[Any, Any, Any],
+    guard: list[Any],
+    bounds: InputLimits,
+    store: SqlStore,
+    judge_for: Callable[[str | None, str], Judge],
+    settings: HarnessSettings,
+    prompts: Mapping[str, Prompt],
+) -> None:
+    async def run(body: JobRequest) -> Any:
         # a walk over every text of a body of megabytes: off the event loop, like planning
         await asyncio.to_thread(check_body, body, bounds)
-        return {
-            "judge": judge_for(body.judge, job),
-            "store": store,
-            "settings": settings,
-            "prompt": configured_prompts.get(job, BUILTIN_PROMPT),
-        }
+        return await job.arun(
+            body.item(),
+            options=job.parse_options(body.options()),
+            judge=judge_for(body.judge, job.name),
+            store=store,
+            settings=settings,
+            prompt=prompts.get(job.name, BUILTIN_PROMPT),
+        )
 
-    @app.post(
-        "/tier", dependencies=guard, response_model=TierReport, response_model_exclude_unset=True
+    async def respond(body: JobRequest) -> Any:
+        return job.respond(await run(body), body.extras())
+
+    model = request_model(job)
+    _route(app, f"/{job.name}", model, job.response_model, respond, guard, job.summary)
+    for view, (view_model, make) in job.views.items():
+
+        async def viewed(body: JobRequest, make: Callable[[Any], Any] = make) -> Any:
+            return make(await run(body))
+
+        _route(app, f"/{job.name}/{view}", model, view_model, viewed, guard, job.summary)
+
+
+def _route(
+    app: FastAPI,
+    path: str,
+    request: type[JobRequest],
+    response: type[BaseModel],
+    handler: Callable[..., Any],
+    guard: list[Any],
+    summary: str,
+) -> None:
+    async def endpoint(body: Any) -> Any:
+        return await handler(body)
+
+    # FastAPI reads the body's model from the signature; the model is made at run time
+    endpoint.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [inspect.Parameter("body", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=request)]
     )
-    async def tier_endpoint(body: TierRequest) -> dict[str, Any]:
-        options = await run(body, "tier")
-        result = await atier(body.query, body.passages, **options, **body.options())
-        report = result.report()
-        if body.policy:
-            report["context"] = select_context(result, body.policy, body.budget).model_dump(
-                mode="json"
-            )
-        return report
-
-    @app.post("/rerank", dependencies=guard, response_model=RerankResult)
-    async def rerank_endpoint(body: RerankRequest) -> dict[str, Any]:
-        options = await run(body, "rerank")
-        result = await arerank(body.query, body.passages, **options, **body.options())
-        # the strict top-k, as the CLI prints it; the library's result keeps the full order
-        return result.report(limit=result.top_k)
-
-    @app.post("/classify", dependencies=guard, response_model=ClassifyResult)
-    async def classify_endpoint(body: ClassifyRequest) -> dict[str, Any]:
-        options = await run(body, "classify")
-        result = await aclassify(
-            body.input, body.passages, body.labels, **options, **body.options()
-        )
-        return result.model_dump(mode="json")
-
-    async def _audit(body: AuditRequest) -> Any:
-        options = await run(body, "audit")
-        return await aaudit(
-            body.answer,
-            body.passages,
-            answer_id=body.answer_id,
-            question=body.question,
-            **options,
-            **body.options(),
-        )
-
-    @app.post("/audit", dependencies=guard, response_model=AuditResult)
-    async def audit_endpoint(body: AuditRequest) -> dict[str, Any]:
-        return (await _audit(body)).report()  # type: ignore[no-any-return]
-
-    @app.post("/audit/decision", dependencies=guard, response_model=AuditDecision)
-    async def audit_decision_endpoint(body: AuditRequest) -> dict[str, Any]:
-        return (await _audit(body)).decision.model_dump(mode="json")  # type: ignore[no-any-return]
+    endpoint.__name__ = path.strip("/").replace("/", "_") + "_endpoint"
+    app.post(
+        path,
+        dependencies=guard,
+        response_model=response,
+        response_model_exclude_unset=True,
+        description=summary,
+    )(endpoint)

@@ -14,9 +14,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer
 
-from evidex.harness.job import JobResult
-from evidex.jobs.select import SelectedContext
-from evidex.jobs.tier import TierAssignment
+from evidex.jobs.tier import TierReport
 
 __all__ = [
     "ERROR_RESPONSES",
@@ -35,20 +33,6 @@ IsoDateTime = Annotated[
 ]
 """A timestamp sent as ``datetime.isoformat()`` (``+00:00``, not pydantic's ``Z``), as the
 service always has."""
-
-
-class TierReport(JobResult):
-    """``POST /tier``: the spec's output schema and provenance (no passage texts); ``id`` only
-    when the request had one, ``context`` only when it named a policy."""
-
-    id: str | None = Field(default=None, description="absent unless the input had one")
-    query: str
-    classifications: list[TierAssignment]
-    tier_summary: dict[str, int]
-    review_item_ids: list[int] = Field(default_factory=list)
-    context: SelectedContext | None = Field(
-        default=None, description="the context selected by the request's policy and budget"
-    )
 
 
 class Health(BaseModel):

@@ -1,0 +1,265 @@
+"""A job is one definition; every surface reads it.
+
+A :class:`JobDefinition` says, once, what the CLI, the bulk lines, the service, the review UI
+and the evaluators would otherwise each spell out by hand and let drift:
+
+- its ``name`` and a one-line ``summary``;
+- its **Options model** (:class:`JobOptions`: each field with its type, default, bounds and
+  help text), which the library call, ``evidex JOB``, ``evidex bulk JOB`` and ``POST /JOB`` all
+  validate with;
+- its **Input model** (one item of the job: a bulk line, the input fields of a request) and its
+  Result model;
+- its **spec factory**, taking the options and one :class:`SpecContext` (judge, store, prompt)
+  for every job;
+- what a result reports (the JSON a command prints and a request returns) and whether it is a
+  fallback.
+
+How a field looks on a command line, where its name alone does not say it, is a :class:`Flag`
+in the field's ``Annotated`` metadata; how it looks on the wire, where the library accepts more
+forms than a JSON body can carry, is a :class:`Wire`. Both stay beside the field they describe,
+so the model is the one place a job's option is declared (Django's ``ModelForm``, FastAPI's
+request models and pydantic-settings' ``CliApp`` read models the same way).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic.fields import FieldInfo
+
+from evidex.errors import InputError
+
+if TYPE_CHECKING:
+    from evidex.harness.job import JobSpec
+    from evidex.harness.runner import Harness
+    from evidex.harness.ports import StorePort
+    from evidex.judging import Judge
+
+__all__ = [
+    "Flag",
+    "JobDefinition",
+    "JobOptions",
+    "SpecContext",
+    "Wire",
+    "field_flag",
+    "field_wire",
+    "validation_message",
+]
+
+I = TypeVar("I", bound=BaseModel)
+O = TypeVar("O", bound="JobOptions")
+R = TypeVar("R", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class Flag:
+    """How a field is spelled on the command line, where ``--field-name`` does not say it.
+
+    ``decls``: the flag and its short form (default: ``--`` and the field name with hyphens);
+    ``metavar``: what the value is called in ``--help``; ``load``: the flag takes a file path
+    and the field's value is ``load(path)`` (tier schemes, taxonomies, few-shot examples);
+    ``help``: the command line's own wording, where the field's description speaks of the
+    library; ``expand``: a nested options model whose own fields become flags (the audit
+    policy's ``--threshold`` and ``--on-contradiction``).
+    """
+
+    decls: tuple[str, ...] = ()
+    metavar: str | None = None
+    load: Callable[[Path], Any] | None = None
+    help: str | None = None
+    expand: bool = False
+
+    def __init__(
+        self,
+        *decls: str,
+        metavar: str | None = None,
+        load: Callable[[Path], Any] | None = None,
+        help: str | None = None,
+        expand: bool = False,
+    ) -> None:
+        object.__setattr__(self, "decls", decls)
+        object.__setattr__(self, "metavar", metavar)
+        object.__setattr__(self, "load", load)
+        object.__setattr__(self, "help", help)
+        object.__setattr__(self, "expand", expand)
+
+
+@dataclass(frozen=True)
+class Wire:
+    """The type a field has in an HTTP request, where the library's own is wider than JSON
+    (``passages`` as any passage form, read by :func:`~evidex.preflight.coerce_passages`)."""
+
+    annotation: Any
+
+
+def field_flag(info: FieldInfo) -> Flag:
+    """The field's :class:`Flag`, or the plain one its name implies."""
+    return next((m for m in info.metadata if isinstance(m, Flag)), Flag())
+
+
+def field_wire(info: FieldInfo) -> Any:
+    """The field's type in a request: its :class:`Wire` annotation, else its own."""
+    wire = next((m for m in info.metadata if isinstance(m, Wire)), None)
+    return info.annotation if wire is None else wire.annotation
+
+
+class JobOptions(BaseModel):
+    """A job's own options: one model, validated the same way from every surface.
+
+    Unknown names are rejected, so a misspelled option never passes silently."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+
+    def values(self) -> dict[str, Any]:
+        """The options as the job's keywords (typed values, not dumps)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+
+def validation_message(exc: ValidationError) -> str:
+    """A pydantic error as one sentence a user can act on: each field, what is wrong, and the
+    value that was given."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in error["loc"]) or "input"
+        given = error.get("input")
+        shown = "" if isinstance(given, (dict, list)) else f", got {given!r}"
+        parts.append(f"{where}: {error['msg'].lower()}{shown}")
+    return "; ".join(parts)
+
+
+@dataclass(frozen=True)
+class SpecContext:
+    """What a spec factory may read besides the options, the same for every job: the judge it
+    will run on (rerank picks its strategy by it), the store (audit reads its baseline there)
+    and the caller's prompt (a :class:`~evidex.tasks.custom.Prompt`, a file path, or None for
+    the configured one)."""
+
+    judge: Judge
+    store: StorePort | None = None
+    prompt: Any = None
+
+
+def _report(result: BaseModel) -> dict[str, Any]:
+    report: Callable[[], dict[str, Any]] | None = getattr(result, "report", None)
+    return report() if report is not None else result.model_dump(mode="json")
+
+
+def _source_fell_back(result: BaseModel) -> bool:
+    return getattr(result, "source", None) == "fallback"
+
+
+@dataclass(frozen=True)
+class JobDefinition(Generic[I, O, R]):
+    """One job, declared once; see the module docstring.
+
+    ``report(result)`` is the JSON a bulk line and the library's ``report()`` carry;
+    ``response(result, extras)`` what a command prints and a request returns (rerank: the
+    strict top-k; tier with ``extras.policy``: the selected context too); ``extras``: options of
+    the response only, never of the judgment; ``views``: more endpoints over the same run
+    (audit's ``/audit/decision``: name → (response model, how the result becomes it)).
+    """
+
+    name: str
+    summary: str
+    options: type[O]
+    input: type[I]
+    result: type[R]
+    spec: Callable[[O, SpecContext], JobSpec[Any, Any, Any, R]]
+    default_judge: str
+    report: Callable[[R], dict[str, Any]] = _report
+    response: Callable[[R, Any], dict[str, Any]] | None = None
+    extras: type[BaseModel] | None = None
+    response_type: type[BaseModel] | None = None
+    """The model of :meth:`respond`'s JSON, where it is not the Result model's."""
+    fell_back: Callable[[R], bool] = _source_fell_back
+    views: Mapping[str, tuple[type[BaseModel], Callable[[R], dict[str, Any]]]] = field(
+        default_factory=dict
+    )
+    line_input: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+    """How a bulk line's object becomes the Input model's fields (audit: ``answer_id``
+    defaults to the task id); default: the fields the Input model names."""
+    items: Callable[[Iterable[Any]], list[I]] | None = None
+    """How one call's items are checked together (audit: ids by position, each used once);
+    default: each item alone, by the Input model."""
+    subscribers: Callable[[], tuple[Callable[[Any], None], ...]] = tuple
+    """Hooks every run of the job feeds (audit: its support-level metrics)."""
+
+    @property
+    def response_model(self) -> type[BaseModel]:
+        return self.response_type or self.result
+
+    def parse_options(self, values: Mapping[str, Any] | O | None = None) -> O:
+        """The validated options; a bad value is an :class:`InputError` naming it."""
+        if isinstance(values, self.options):
+            return values
+        try:
+            return self.options.model_validate(dict(values or {}))
+        except ValidationError as exc:
+            raise InputError(f"{self.name} options: {validation_message(exc)}") from exc
+
+    def parse_input(self, values: Mapping[str, Any] | I, index: int | None = None) -> I:
+        """One validated input item; a bad one is an :class:`InputError` naming the field
+        (and the item's index in a batch)."""
+        if isinstance(values, self.input):
+            return values
+        try:
+            return self.input.model_validate(dict(values))
+        except (ValidationError, TypeError, ValueError) as exc:
+            problem = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
+            raise InputError(problem if index is None else f"item {index}: {problem}") from exc
+
+    def make_spec(self, options: O, context: SpecContext) -> JobSpec[Any, Any, Any, R]:
+        return self.spec(options, context)
+
+    def respond(self, result: R, extras: Any = None) -> dict[str, Any]:
+        """What a command prints and a request returns for one result."""
+        if self.response is None:
+            return self.report(result)
+        return self.response(result, extras)
+
+    def prepare(self, call: Mapping[str, Any]) -> tuple[Harness, JobSpec[Any, Any, Any, R]]:
+        """The harness and spec of one call (``call``: the job's options, or ``options=`` a
+        validated model, and the run keywords of every job). The options are checked before
+        the judge is loaded, so a typo costs no model load."""
+        from evidex.jobs._common import RUN_KEYS, harness_for
+
+        given = call.get("options")
+        own = {k: v for k, v in call.items() if k not in RUN_KEYS and k not in _NOT_OPTIONS}
+        options = self.parse_options(given if given is not None else own)
+        run: Any = {k: v for k, v in call.items() if k in RUN_KEYS}
+        harness = harness_for(self.name, run, subscribers=self.subscribers())
+        context = SpecContext(harness.judge, harness.store, call.get("prompt"))
+        spec = self.make_spec(options, context)
+        # a spec may run its steps on a wrapper of the judge (rerank's pointwise steps on a
+        # scoring judge's own score): the harness then calls the wrapper
+        runner_judge: Callable[[Judge], Judge] | None = getattr(spec, "runner_judge", None)
+        if runner_judge is not None:
+            wrapped = runner_judge(harness.judge)
+            if wrapped is not harness.judge:
+                harness = harness.for_judge(wrapped)
+        return harness, spec
+
+    def inputs(self, items: Iterable[I | Mapping[str, Any]]) -> list[I]:
+        """One call's items, validated (see :attr:`items`)."""
+        if self.items is not None:
+            return self.items(items)
+        return [self.parse_input(item, index) for index, item in enumerate(items)]
+
+    async def arun(self, item: I | Mapping[str, Any], **call: Any) -> R:
+        """Run the job on one item (progress counted in the job's own steps)."""
+        harness, spec = self.prepare(call)
+        (one,) = self.inputs([item])
+        return await harness.run(spec, one, on_progress=call.get("on_progress"))
+
+    async def arun_many(self, items: Iterable[I | Mapping[str, Any]], **call: Any) -> list[R]:
+        """Run the job on many items with the same options; results in input order, progress
+        counted in items."""
+        harness, spec = self.prepare(call)
+        return await harness.run_many(spec, self.inputs(items), on_progress=call.get("on_progress"))
+
+
+_NOT_OPTIONS = frozenset({"prompt", "options"})
