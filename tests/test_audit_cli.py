@@ -180,5 +180,5 @@ def test_usage_errors_exit_2(
         )
         == 2
     )
-    assert "--threshold must be within [0, 1]" in capsys.readouterr().err
+    assert "'--threshold': Input should be less than or equal to 1" in capsys.readouterr().err
     assert judge.requests == []

@@ -200,7 +200,7 @@ def test_errors_go_to_the_named_file(
     [
         (["--ray-address", "auto"], "go with --engine ray"),
         (["--concurrency", "0"], "concurrency"),
-        (["--batch-size", "99"], "batch_size"),
+        (["--batch-size", "99"], "--batch-size"),
     ],
 )
 def test_usage_errors_exit_2(

@@ -206,11 +206,11 @@ def test_too_many_passages_is_422_naming_the_field(store: SqlStore) -> None:
         (
             "/classify",
             {
-                    "input": "i" * 61,
-                    "passages": PASSAGES,
-                    "labels": [{"name": "x", "description": "an x"}],
-                    "judge": "scripted",
-                },
+                "input": "i" * 61,
+                "passages": PASSAGES,
+                "labels": [{"name": "x", "description": "an x"}],
+                "judge": "scripted",
+            },
             ["input"],
         ),
     ],
@@ -301,9 +301,9 @@ def test_a_lone_surrogate_is_422_naming_the_field(
     [error] = response.json()["detail"]
     assert error["loc"] == ["body", *loc]
     # the taxonomy is parsed with the request: pydantic names the bad text first
-    assert "lone surrogate" in error["msg"] or "unable to parse raw data as a unicode" in error[
-        "msg"
-    ]
+    assert (
+        "lone surrogate" in error["msg"] or "unable to parse raw data as a unicode" in error["msg"]
+    )
 
 
 def test_a_lone_surrogate_in_a_resolve_is_422(store: SqlStore) -> None:

@@ -76,7 +76,8 @@ async def arun_bulk(
     goes on. ``concurrency``: tasks in flight, and the run's ``max_concurrency`` (so also the
     judge's in-flight limit, unless the judge has its own); default: the configured one.
     ``options``: the job's own options (``risk``, ``batch_size`` ...); classify's taxonomy
-    is its ``labels`` option (``taxonomy=`` says the same). ``judge``, ``store``, ``settings``, ``hooks``: as for every job.
+    is its ``labels`` option (``taxonomy=`` says the same). ``judge``, ``store``,
+    ``settings``, ``hooks``: as for every job.
     ``engine_options``: the engine's own keywords (ray: ``address``, ``workers``,
     ``judge_options``; see :func:`~evidex.bulk.ray_engine.run_ray`).
     """

@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from evidex.errors import ConfigError, InputError, UsageError
-from evidex.jobs._definition import JobDefinition, SpecContext
-from evidex.jobs.registry import definition, job_names
+from evidex.jobs import JobDefinition, SpecContext, definition, job_names
 from evidex.types import Usage
 
 if TYPE_CHECKING:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from evidex.errors import ConfigError
-from evidex.jobs._definition import Flag, JobDefinition, field_flag
+from evidex.jobs import Flag, JobDefinition, field_flag
 
 __all__ = ["CliOption", "cli_options", "job_flags"]
 
@@ -85,7 +85,7 @@ def _one(
 ) -> tuple[Any, Any, Callable[[Any], Any], dict[str, Any]]:
     """The typer type, default, converter and extra option keywords of one field."""
     flag = field_flag(info)
-    kind, optional = _optional(info.annotation)
+    kind, _ = _optional(info.annotation)
     default = None if info.is_required() else info.get_default(call_default_factory=True)
     extra: dict[str, Any] = {}
     if flag.load is not None:
@@ -95,9 +95,7 @@ def _one(
     if origin is Literal:
         choices = _choices(f"{owner}_{path[-1]}", typing.get_args(kind))
         shown = None if default is None else choices(default)
-        return choices, shown, (lambda v: None if v is None else v.value), {
-            "case_sensitive": False
-        }
+        return choices, shown, (lambda v: None if v is None else v.value), {"case_sensitive": False}
     if isinstance(kind, type) and issubclass(kind, enum.Enum):
         return kind, default, _identity, {"case_sensitive": False}
     if origin in (tuple, list) and typing.get_args(kind)[0] is str:
@@ -177,31 +175,29 @@ def _validated(model: type[BaseModel], options: list[CliOption], values: dict[st
         for error in exc.errors(include_url=False):
             message = error["msg"].removeprefix("Value error, ")
             where = tuple(str(p) for p in error["loc"])
-            named = next((flags[where[:n]] for n in range(len(where), 0, -1) if where[:n] in flags), None)
+            prefixes = (where[:n] for n in range(len(where), 0, -1))
+            named = next((flags[p] for p in prefixes if p in flags), None)
             problems.append(f"{named}: {message[:1].lower()}{message[1:]}" if named else message)
         raise ConfigError("; ".join(problems)) from exc
 
 
-def job_flags(
-    job: JobDefinition[Any, Any, Any], *, extras: bool = True
-) -> Callable[[Callable[..., R]], Callable[..., R]]:
-    """Add the flags of ``job``'s options to a command, which declares ``options`` (the
-    validated Options model) and, with ``extras``, ``extras`` (the response extras, or None
-    when the job has none) to get them."""
+def job_flags(job: JobDefinition[Any, Any, Any]) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """Add the flags of ``job``'s options to a command, which declares ``options`` to get the
+    validated Options model, and ``extras`` to get the response extras too (their flags are
+    added only then)."""
     own = cli_options(job.options, owner=job.name)
-    more = cli_options(job.extras, owner=job.name) if extras and job.extras else []
 
     def decorate(command: Callable[..., R]) -> Callable[..., R]:
         signature = inspect.signature(command, eval_str=True)
+        extras = "extras" in signature.parameters and job.extras is not None
+        more = cli_options(job.extras, owner=job.name) if extras and job.extras else []
         kept = [p for p in signature.parameters.values() if p.name not in ("options", "extras")]
 
         @functools.wraps(command)
         def with_options(*args: Any, **kwargs: Any) -> R:
             options = _validated(job.options, own, _values(own, kwargs))
-            if extras:
-                kwargs["extras"] = (
-                    _validated(job.extras, more, _values(more, kwargs)) if job.extras else None
-                )
+            if extras and job.extras is not None:
+                kwargs["extras"] = _validated(job.extras, more, _values(more, kwargs))
             return command(*args, options=options, **kwargs)
 
         with_options.__signature__ = signature.replace(  # type: ignore[attr-defined]

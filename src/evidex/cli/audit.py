@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
 from pydantic import ValidationError
 
 from evidex.cli._app import app, err_console, write_json, write_lines
+from evidex.cli._derive import job_flags
 from evidex.cli._io import (
     RunFlags,
     TextOrFile,
@@ -22,21 +22,11 @@ from evidex.cli._io import (
     read_lines,
     run_flags,
 )
-from evidex.cli._options import (
-    ModeOpt,
-    OnContradiction,
-    OnContradictionOpt,
-    PromptOpt,
-    RiskOpt,
-    batch_option,
-    passages_option,
-    unset_option,
-)
+from evidex.cli._options import PromptOpt, batch_option, passages_option, unset_option
 from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
-from evidex.jobs import AuditPolicy
-from evidex.jobs.audit import AnswerInput, AuditResult, audit_many
-from evidex.types import Passage, RiskLevel
+from evidex.jobs.audit import DEFINITION, AnswerInput, AuditOptionsModel, AuditResult, audit_many
+from evidex.types import Passage
 
 __all__ = ["audit_command", "read_answers", "read_context"]
 
@@ -118,8 +108,10 @@ def read_answers(path: str | Path) -> list[AnswerInput]:
 
 @app.command("audit")
 @run_flags()
+@job_flags(DEFINITION)
 def audit_command(
     flags: RunFlags,
+    options: AuditOptionsModel,
     answer: Annotated[str | None, ANSWER.text_option] = None,
     answer_file: Annotated[Path | None, ANSWER.file_option] = None,
     passages: Annotated[
@@ -145,25 +137,6 @@ def audit_command(
         str | None,
         unset_option("--answer-id", metavar="ID", help="Id of the answer."),
     ] = None,
-    mode: Annotated[
-        ModeOpt,
-        typer.Option(
-            "--mode",
-            case_sensitive=False,
-            help="one-pass: the judge extracts and classifies claims at once; two-pass: it "
-            "extracts claims first, then classifies them in batches.",
-        ),
-    ] = ModeOpt.ONE_PASS,
-    risk: RiskOpt = RiskLevel.LOW,
-    threshold: Annotated[
-        float,
-        typer.Option(
-            "--threshold",
-            metavar="RATIO",
-            help="Unsupported ratio above which an answer goes to review.",
-        ),
-    ] = 0.30,
-    on_contradiction: OnContradictionOpt = OnContradiction.BLOCK,
     prompt: PromptOpt = None,
 ) -> None:
     """Split a generated answer into verbatim claims and grade each against the passages.
@@ -176,17 +149,9 @@ def audit_command(
     the exit code is 0 whatever the decision.
     """
     items = _inputs(answer, answer_file, passages, batch, question, answer_id)
-    try:
-        policy = AuditPolicy(
-            unsupported_threshold=threshold, on_contradiction=on_contradiction.value
-        )
-    except ValidationError as exc:
-        raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
     with flags.job("audit") as run, progress(len(items), "answers") as on_progress:
         run["prompt"] = prompt
-        results = audit_many(
-            items, mode=mode.value, risk=risk, policy=policy, on_progress=on_progress, **run
-        )
+        results = audit_many(items, **options.values(), on_progress=on_progress, **run)
     if batch is None:
         write_json(results[0].report(), flags.output)
     else:

@@ -1,4 +1,4 @@
-"""``evidex bulk tier|rerank|classify|audit``: one job over a JSONL file of tasks, resumable.
+"""``evidex bulk JOB``: one registered job over a JSONL file of tasks, resumable.
 
 A thin layer over :func:`evidex.bulk.run_bulk`: the flags, a progress bar on stderr (rate,
 ETA, judge calls, tokens) and the summary at the end. Exit code 0 when the run completed,
@@ -30,25 +30,15 @@ from rich.progress import (
 from evidex.bulk import BulkStats, run_bulk
 from evidex.bulk.run import engine_of
 from evidex.bulk.stream import open_input
+from evidex.bulk.tasks import line_format
 from evidex.cli._app import app, err_console
+from evidex.cli._derive import job_flags
 from evidex.cli._io import RunFlags, echo_hooks, open_db, option_group, run_flags
 from evidex.cli._judge import endpoint_options
 from evidex.cli._judge import judge_options as cli_judge_options
-from evidex.cli._options import (
-    ModeOpt,
-    OnContradiction,
-    OnContradictionOpt,
-    RiskOpt,
-    examples_option,
-    labels_option,
-    tiers_option,
-    unset_option,
-)
+from evidex.cli._options import unset_option
 from evidex.errors import ConfigError
-from evidex.jobs import AuditPolicy
-from evidex.loaders import load_classify_examples, load_examples
-from evidex.taxonomy import Taxonomy
-from evidex.types import RiskLevel, TierScheme
+from evidex.jobs import JobDefinition, definitions
 
 __all__ = ["bulk_app"]
 
@@ -268,163 +258,25 @@ _BULK_FLAGS: dict[str, tuple[Any, Any]] = {
 }
 bulk_flags = option_group("bulk", BulkFlags, _BULK_FLAGS)
 
-COMMON = "Results are written in completion order, each with its task's id."
 
+def _bulk_command(job: JobDefinition[Any, Any, Any]) -> Callable[..., None]:
+    """``evidex bulk JOB``: the shared flags, the bulk flags and the job's own options."""
 
-@bulk_app.command("tier")
-@run_flags("judge", "base_url", "judge_option", "db", "verbose")
-@bulk_flags
-def bulk_tier(
-    flags: RunFlags,
-    bulk: BulkFlags,
-    risk: RiskOpt = RiskLevel.LOW,
-    batch_size: Annotated[
-        int, typer.Option("--batch-size", metavar="N", help="Passages per judge call, 5 to 15.")
-    ] = 10,
-    tiers: Annotated[Path | None, tiers_option("Your tier definitions (YAML or JSON).")] = None,
-    examples: Annotated[
-        Path | None, examples_option("Few-shot examples (as for evidex tier).")
-    ] = None,
-) -> None:
-    """Grade passages into tiers, one task a line:
-    {"id", "query", "passages": [{"passage_id", "text"}, ...]}.
+    def command(flags: RunFlags, bulk: BulkFlags, options: Any) -> None:
+        _run(job.name, flags, bulk, **options.values())
 
-    Each output line is the task's id plus what evidex tier prints for it. Results are
-    written in completion order.
-    """
-    _run(
-        "tier",
-        flags,
-        bulk,
-        risk=risk,
-        batch_size=batch_size,
-        tiers=TierScheme.from_file(tiers) if tiers else None,
-        examples=load_examples(examples) if examples else None,
+    command.__doc__ = (
+        f"{job.summary.rstrip('.')}, one task a line: {line_format(job)}.\n\n"
+        f"Each output line is the task's id plus what evidex {job.name} prints for it. Results "
+        "are written in completion order."
     )
-
-
-@bulk_app.command("rerank")
-@run_flags("judge", "base_url", "judge_option", "db", "verbose")
-@bulk_flags
-def bulk_rerank(
-    flags: RunFlags,
-    bulk: BulkFlags,
-    strategy: Annotated[
-        str | None,
-        unset_option(
-            "--strategy",
-            "-s",
-            metavar="NAME",
-            help="allpairs, pairwise, listwise or pointwise (default: pointwise for scoring "
-            "judges such as local:minilm, allpairs for the others).",
-        ),
-    ] = None,
-    top_k: Annotated[int, typer.Option("--top-k", "-k", metavar="K", help="Strict top.")] = 10,
-    top_n: Annotated[
-        int, typer.Option("--top-n", metavar="N", help="Rerank only the first N candidates.")
-    ] = 30,
-) -> None:
-    """Rerank candidates, one task a line:
-    {"id", "query", "passages": [{"passage_id", "text"}, ...]}.
-
-    Each output line is the task's id plus what evidex rerank prints for it (the full
-    ranking). Results are written in completion order.
-    """
-    _run(
-        "rerank",
-        flags,
-        bulk,
-        strategy=strategy,
-        top_k=top_k,
-        top_n=top_n,
+    command.__name__ = f"bulk_{job.name}"
+    command.__annotations__ = {"flags": RunFlags, "bulk": BulkFlags, "options": job.options}
+    decorated = run_flags("judge", "base_url", "judge_option", "db", "verbose")(
+        bulk_flags(job_flags(job)(command))
     )
+    return decorated
 
 
-@bulk_app.command("classify")
-@run_flags("judge", "base_url", "judge_option", "db", "verbose")
-@bulk_flags
-def bulk_classify(
-    labels: Annotated[
-        Path,
-        labels_option(
-            "The label taxonomy (YAML or JSON), as for evidex classify; one for the run."
-        ),
-    ],
-    flags: RunFlags,
-    bulk: BulkFlags,
-    multi_label: Annotated[bool, typer.Option("--multi-label", help="Allow several labels.")] = (
-        False
-    ),
-    threshold: Annotated[
-        float,
-        typer.Option("--threshold", metavar="X", min=0.0, max=1.0, help="Review threshold."),
-    ] = 0.7,
-    risk: RiskOpt = RiskLevel.LOW,
-    constraint: Annotated[
-        list[str] | None,
-        unset_option("--constraint", metavar="TEXT", help="An extra rule (repeatable)."),
-    ] = None,
-    examples: Annotated[
-        Path | None, examples_option("Few-shot examples (as for evidex classify).")
-    ] = None,
-) -> None:
-    """Label inputs from a taxonomy, one task a line:
-    {"id", "input", "passages": [{"passage_id", "text"}, ...]}.
-
-    Each output line is the task's id plus what evidex classify prints for it. Results are
-    written in completion order.
-    """
-    _run(
-        "classify",
-        flags,
-        bulk,
-        taxonomy=Taxonomy.from_file(labels),
-        multi_label=multi_label,
-        threshold=threshold,
-        risk=risk,
-        constraints=constraint or (),
-        examples=load_classify_examples(examples) if examples else None,
-    )
-
-
-@bulk_app.command("audit")
-@run_flags("judge", "base_url", "judge_option", "db", "verbose")
-@bulk_flags
-def bulk_audit(
-    flags: RunFlags,
-    bulk: BulkFlags,
-    mode: Annotated[
-        ModeOpt,
-        typer.Option(
-            "--mode",
-            case_sensitive=False,
-            help="one-pass: claims extracted and classified at once; two-pass: extracted first.",
-        ),
-    ] = ModeOpt.ONE_PASS,
-    risk: RiskOpt = RiskLevel.LOW,
-    threshold: Annotated[
-        float,
-        typer.Option("--threshold", metavar="RATIO", help="Unsupported ratio sent to review."),
-    ] = 0.30,
-    on_contradiction: OnContradictionOpt = OnContradiction.BLOCK,
-) -> None:
-    """Audit answers claim by claim, one task a line:
-    {"id", "answer", "passages": [...], "question"?, "claims"?}.
-
-    Each output line is the task's id plus what evidex audit prints for it (answer_id
-    defaults to the id). Results are written in completion order.
-    """
-    try:
-        policy = AuditPolicy(
-            unsupported_threshold=threshold, on_contradiction=on_contradiction.value
-        )
-    except ValueError as exc:
-        raise ConfigError(f"--threshold must be within [0, 1], got {threshold}") from exc
-    _run(
-        "audit",
-        flags,
-        bulk,
-        mode=mode.value,
-        risk=risk,
-        policy=policy,
-    )
+for _job in definitions():
+    bulk_app.command(_job.name)(_bulk_command(_job))

@@ -9,13 +9,13 @@ shuffled, and prints how often the labels agree and how far the confidences spre
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
-import typer
 from pydantic import ValidationError
 from rich.markup import escape
 
 from evidex.cli._app import app, err_console, write_json, write_lines
+from evidex.cli._derive import job_flags
 from evidex.cli._io import (
     RunFlags,
     TextOrFile,
@@ -26,22 +26,18 @@ from evidex.cli._io import (
     read_passages,
     run_flags,
 )
-from evidex.cli._options import (
-    PromptOpt,
-    RiskOpt,
-    batch_option,
-    examples_option,
-    labels_option,
-    passages_option,
-    unset_option,
-)
+from evidex.cli._options import PromptOpt, batch_option, passages_option, unset_option
 from evidex.cli._spend import report_spend
 from evidex.errors import InputError, UsageError
-from evidex.jobs.classify import DEFAULT_THRESHOLD, ClassifyInput, ClassifyResult, classify_many
+from evidex.jobs.classify import (
+    DEFINITION,
+    ClassifyInput,
+    ClassifyOptionsModel,
+    ClassifyResult,
+    classify_many,
+)
 from evidex.jobs.consistency import consistency_check
-from evidex.loaders import load_classify_examples
-from evidex.taxonomy import Taxonomy
-from evidex.types import Passage, RiskLevel
+from evidex.types import Passage
 
 __all__ = ["classify_command", "read_batch"]
 
@@ -103,15 +99,10 @@ def _warn(results: list[ClassifyResult]) -> None:
 
 @app.command("classify")
 @run_flags()
+@job_flags(DEFINITION)
 def classify_command(
-    labels: Annotated[
-        Path,
-        labels_option(
-            "The label taxonomy (YAML or JSON): a list of {name, description}, a mapping "
-            "with 'labels', or a mapping of name to description."
-        ),
-    ],
     flags: RunFlags,
+    options: ClassifyOptionsModel,
     input: Annotated[str | None, INPUT.text_option] = None,
     input_file: Annotated[Path | None, INPUT.file_option] = None,
     passages: Annotated[
@@ -127,32 +118,6 @@ def classify_command(
         batch_option(
             'Classify many inputs: one {"id", "input", "passages": [...]} a line; writes '
             "one JSON result a line."
-        ),
-    ] = None,
-    multi_label: Annotated[
-        bool, typer.Option("--multi-label", help="Allow several labels (default: at most one).")
-    ] = False,
-    threshold: Annotated[
-        float,
-        typer.Option(
-            "--threshold",
-            metavar="X",
-            min=0.0,
-            max=1.0,
-            help="Labels with a lower confidence go to the review queue.",
-        ),
-    ] = DEFAULT_THRESHOLD,
-    risk: RiskOpt = RiskLevel.LOW,
-    constraint: Annotated[
-        list[str] | None,
-        unset_option(
-            "--constraint", metavar="TEXT", help="An extra rule for the judge (repeatable)."
-        ),
-    ] = None,
-    examples: Annotated[
-        Path | None,
-        examples_option(
-            "Few-shot examples (JSON, YAML or JSONL list of {input, passages, output})."
         ),
     ] = None,
     consistency: Annotated[
@@ -180,19 +145,13 @@ def classify_command(
         raise UsageError("--consistency checks one input; it cannot be combined with --batch")
     if batch is None and passages is None:
         raise UsageError("give the retrieved passages with --passages (or use --batch)")
-    taxonomy = Taxonomy.from_file(labels)
     if batch is not None:
         items = read_batch(batch)
     else:
         text = INPUT.read(input, input_file)
         items = [ClassifyInput(id="1", input=text, passages=read_passages(passages or "-"))]
-    options: dict[str, Any] = {
-        "constraints": constraint or (),
-        "examples": load_classify_examples(examples) if examples else None,
-        "threshold": threshold,
-        "risk": risk,
-        "multi_label": multi_label,
-    }
+    values = options.values()
+    taxonomy = values.pop("labels")
     with flags.job("classify") as run:
         run["prompt"] = prompt
         if consistency is not None:
@@ -202,12 +161,12 @@ def classify_command(
                 taxonomy,
                 runs=consistency,
                 **run,
-                **options,
+                **values,
             )
             write_json(report.model_dump(mode="json"), flags.output)
             return
         with progress(len(items), "classify") as on_progress:
-            results = classify_many(items, taxonomy, on_progress=on_progress, **run, **options)
+            results = classify_many(items, taxonomy, on_progress=on_progress, **run, **values)
     if batch is None:
         write_json(results[0].report(), flags.output)
     else:

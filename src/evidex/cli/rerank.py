@@ -10,25 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from evidex.cli._app import app, err_console, write_json, write_lines
+from evidex.cli._derive import job_flags
 from evidex.cli._io import RunFlags, progress, read_passages, run_flags
 from evidex.cli._options import PromptOpt, passages_option, query_option, unset_option
 from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
-from evidex.jobs.rerank import (
-    DEFAULT_STEP,
-    DEFAULT_TOP_K,
-    DEFAULT_TOP_N,
-    DEFAULT_WINDOW,
-    RerankResult,
-    rerank,
-)
+from evidex.jobs.rerank import DEFINITION, RerankOptionsModel, RerankResult, rerank
 from evidex.types import Passage
 
 __all__ = [
@@ -39,13 +30,6 @@ __all__ = [
     "rerank_command",
     "run_lines",
 ]
-
-
-class Strategy(str, Enum):
-    ALLPAIRS = "allpairs"
-    PAIRWISE = "pairwise"
-    LISTWISE = "listwise"
-    POINTWISE = "pointwise"
 
 
 # ---------------------------------------------------------------------------- TREC files
@@ -133,6 +117,7 @@ def descending_scores(scores: Sequence[float | None]) -> list[float]:
 
 @app.command("rerank")
 @run_flags()
+@job_flags(DEFINITION)
 def rerank_command(
     passages: Annotated[
         str,
@@ -143,36 +128,8 @@ def rerank_command(
         ),
     ],
     flags: RunFlags,
+    options: RerankOptionsModel,
     query: Annotated[str | None, query_option("The query.")] = None,
-    strategy: Annotated[
-        Strategy | None,
-        typer.Option(
-            "--strategy",
-            "-s",
-            case_sensitive=False,
-            show_default=False,
-            help="allpairs: one call ranks all; pairwise: two-passage comparisons, asked in "
-            "both orders; listwise: sliding windows; pointwise: a score per passage. Default: "
-            "pointwise for scoring judges (local:minilm), allpairs for the others.",
-        ),
-    ] = None,
-    top_k: Annotated[
-        int, typer.Option("--top-k", "-k", metavar="K", help="How many passages you need.")
-    ] = DEFAULT_TOP_K,
-    top_n: Annotated[
-        int,
-        typer.Option(
-            "--top-n",
-            metavar="N",
-            help="Rerank only the first N candidates; the rest keep their retrieval order.",
-        ),
-    ] = DEFAULT_TOP_N,
-    window: Annotated[
-        int, typer.Option("--window", metavar="W", help="Listwise: passages per call.")
-    ] = DEFAULT_WINDOW,
-    step: Annotated[
-        int, typer.Option("--step", metavar="S", help="Listwise: how far each window moves up.")
-    ] = DEFAULT_STEP,
     run: Annotated[
         Path | None,
         unset_option("--run", metavar="RUN.trec", help="Batch form: a TREC run file."),
@@ -181,14 +138,6 @@ def rerank_command(
         Path | None,
         unset_option("--queries", metavar="queries.tsv", help="Batch form: `qid<TAB>query` lines."),
     ] = None,
-    check_grounding: Annotated[
-        bool,
-        typer.Option(
-            "--check-grounding",
-            help="After ranking, check that the top-k together answer the query (the tier "
-            "prompt on the top-k); a query they do not answer gets a review item.",
-        ),
-    ] = False,
     prompt: PromptOpt = None,
 ) -> None:
     """Rerank candidate passages by relevance, with a justification per position.
@@ -209,24 +158,13 @@ def rerank_command(
     with flags.job("rerank") as job:
 
         def one(text: str, candidates: Sequence[Passage]) -> RerankResult:
-            return rerank(
-                text,
-                candidates,
-                strategy=strategy.value if strategy else None,
-                top_k=top_k,
-                top_n=top_n,
-                window=window,
-                step=step,
-                check_grounding=check_grounding,
-                prompt=prompt,
-                **job,
-            )
+            return rerank(text, candidates, **options.values(), prompt=prompt, **job)
 
         if run is not None and queries is not None:
             _batch(run, queries, items, one, flags.output)
             return
         result = one(query or "", items)
-    write_json(result.report(limit=top_k), flags.output)
+    write_json(DEFINITION.respond(result), flags.output)
     _warn_fallback([result])
     report_spend([result])
 

@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
-import typer
-
 from evidex.cli._app import app, err_console, write_json
 from evidex.cli._derive import job_flags
 from evidex.cli._io import RunFlags, echo_hooks, open_db, progress, read_passages, run_flags
@@ -20,6 +18,7 @@ from evidex.store import SqlStore
 from evidex.types import Passage
 
 __all__ = ["run_tier", "tier_command"]
+
 
 def run_tier(
     query: str,

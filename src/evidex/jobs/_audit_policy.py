@@ -61,13 +61,12 @@ class AuditPolicy(BaseModel):
         Field(
             ge=0.0,
             le=1.0,
-            description="Unsupported ratio above which an answer goes to review (the spec's "
-            "30 %).",
+            description="Unsupported ratio above which an answer goes to review (the spec's 30 %).",
         ),
     ] = 0.30
     inferred_counts_as_unsupported_in_high_risk: Annotated[
         bool,
-        Flag("--inferred-counts-in-high-risk"),
+        Flag("--count-inferred"),
         Field(
             description="In high risk, inferred claims count in the ratio and need sign-off "
             "like unsupported ones."

@@ -35,8 +35,8 @@ from evidex.errors import InputError
 
 if TYPE_CHECKING:
     from evidex.harness.job import JobSpec
-    from evidex.harness.runner import Harness
     from evidex.harness.ports import StorePort
+    from evidex.harness.runner import Harness
     from evidex.judging import Judge
 
 __all__ = [
@@ -50,8 +50,8 @@ __all__ = [
     "validation_message",
 ]
 
-I = TypeVar("I", bound=BaseModel)
-O = TypeVar("O", bound="JobOptions")
+In = TypeVar("In", bound=BaseModel)
+Opt = TypeVar("Opt", bound="JobOptions")
 R = TypeVar("R", bound=BaseModel)
 
 
@@ -153,7 +153,7 @@ def _source_fell_back(result: BaseModel) -> bool:
 
 
 @dataclass(frozen=True)
-class JobDefinition(Generic[I, O, R]):
+class JobDefinition(Generic[In, Opt, R]):
     """One job, declared once; see the module docstring.
 
     ``report(result)`` is the JSON a bulk line and the library's ``report()`` carry;
@@ -165,10 +165,10 @@ class JobDefinition(Generic[I, O, R]):
 
     name: str
     summary: str
-    options: type[O]
-    input: type[I]
+    options: type[Opt]
+    input: type[In]
     result: type[R]
-    spec: Callable[[O, SpecContext], JobSpec[Any, Any, Any, R]]
+    spec: Callable[[Opt, SpecContext], JobSpec[Any, Any, Any, R]]
     default_judge: str
     report: Callable[[R], dict[str, Any]] = _report
     response: Callable[[R, Any], dict[str, Any]] | None = None
@@ -182,7 +182,7 @@ class JobDefinition(Generic[I, O, R]):
     line_input: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
     """How a bulk line's object becomes the Input model's fields (audit: ``answer_id``
     defaults to the task id); default: the fields the Input model names."""
-    items: Callable[[Iterable[Any]], list[I]] | None = None
+    items: Callable[[Iterable[Any]], list[In]] | None = None
     """How one call's items are checked together (audit: ids by position, each used once);
     default: each item alone, by the Input model."""
     subscribers: Callable[[], tuple[Callable[[Any], None], ...]] = tuple
@@ -192,7 +192,7 @@ class JobDefinition(Generic[I, O, R]):
     def response_model(self) -> type[BaseModel]:
         return self.response_type or self.result
 
-    def parse_options(self, values: Mapping[str, Any] | O | None = None) -> O:
+    def parse_options(self, values: Mapping[str, Any] | Opt | None = None) -> Opt:
         """The validated options; a bad value is an :class:`InputError` naming it."""
         if isinstance(values, self.options):
             return values
@@ -201,7 +201,7 @@ class JobDefinition(Generic[I, O, R]):
         except ValidationError as exc:
             raise InputError(f"{self.name} options: {validation_message(exc)}") from exc
 
-    def parse_input(self, values: Mapping[str, Any] | I, index: int | None = None) -> I:
+    def parse_input(self, values: Mapping[str, Any] | In, index: int | None = None) -> In:
         """One validated input item; a bad one is an :class:`InputError` naming the field
         (and the item's index in a batch)."""
         if isinstance(values, self.input):
@@ -212,7 +212,7 @@ class JobDefinition(Generic[I, O, R]):
             problem = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             raise InputError(problem if index is None else f"item {index}: {problem}") from exc
 
-    def make_spec(self, options: O, context: SpecContext) -> JobSpec[Any, Any, Any, R]:
+    def make_spec(self, options: Opt, context: SpecContext) -> JobSpec[Any, Any, Any, R]:
         return self.spec(options, context)
 
     def respond(self, result: R, extras: Any = None) -> dict[str, Any]:
@@ -243,19 +243,19 @@ class JobDefinition(Generic[I, O, R]):
                 harness = harness.for_judge(wrapped)
         return harness, spec
 
-    def inputs(self, items: Iterable[I | Mapping[str, Any]]) -> list[I]:
+    def inputs(self, items: Iterable[In | Mapping[str, Any]]) -> list[In]:
         """One call's items, validated (see :attr:`items`)."""
         if self.items is not None:
             return self.items(items)
         return [self.parse_input(item, index) for index, item in enumerate(items)]
 
-    async def arun(self, item: I | Mapping[str, Any], **call: Any) -> R:
+    async def arun(self, item: In | Mapping[str, Any], **call: Any) -> R:
         """Run the job on one item (progress counted in the job's own steps)."""
         harness, spec = self.prepare(call)
         (one,) = self.inputs([item])
         return await harness.run(spec, one, on_progress=call.get("on_progress"))
 
-    async def arun_many(self, items: Iterable[I | Mapping[str, Any]], **call: Any) -> list[R]:
+    async def arun_many(self, items: Iterable[In | Mapping[str, Any]], **call: Any) -> list[R]:
         """Run the job on many items with the same options; results in input order, progress
         counted in items."""
         harness, spec = self.prepare(call)

@@ -123,7 +123,9 @@ class AuditOptionsModel(JobOptions):
         int,
         Flag(metavar="N"),
         Field(
-            ge=50, le=32_768, description="Answer tokens per judge call (a long answer is cut there)."
+            ge=50,
+            le=32_768,
+            description="Answer tokens per judge call (a long answer is cut there).",
         ),
     ] = DEFAULT_SEGMENT_TOKENS
     claims_per_batch: Annotated[

@@ -32,8 +32,8 @@ from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import RISK_HELP, RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext, Wire
-from evidex.loaders import load_classify_examples
 from evidex.judging import Judge
+from evidex.loaders import load_classify_examples
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.classify import (
@@ -136,8 +136,7 @@ class ClassifyOptionsModel(JobOptions):
         tuple[ClassifyExample, ...] | None,
         Flag(metavar="FILE", load=load_classify_examples),
         Field(
-            description="Few-shot examples (JSON, YAML or JSONL list of {input, passages, "
-            "output})."
+            description="Few-shot examples (JSON, YAML or JSONL list of {input, passages, output})."
         ),
     ] = None
 
@@ -461,4 +460,3 @@ DEFINITION: JobDefinition[ClassifyInput, ClassifyOptionsModel, ClassifyResult] =
 
 classify = sync_of(aclassify)
 classify_many = sync_of(aclassify_many)
-

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field, model_validator
 
-from evidex.errors import InputError
 from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
@@ -37,7 +36,7 @@ from evidex.preflight import (
     require_text,
 )
 from evidex.tasks.base import PromptTemplate
-from evidex.tasks.rerank import STRATEGIES, RankedPassage
+from evidex.tasks.rerank import RankedPassage
 from evidex.types import Event, Passage, PassageLike, Source
 
 if TYPE_CHECKING:
@@ -50,8 +49,8 @@ __all__ = [
     "RerankCall",
     "RerankInput",
     "RerankMetrics",
-    "RerankOptionsModel",
     "RerankOptions",
+    "RerankOptionsModel",
     "RerankResult",
     "RerankSpec",
     "arerank",
@@ -105,8 +104,7 @@ class RerankOptionsModel(JobOptions):
         Flag(metavar="N"),
         Field(
             ge=1,
-            description="Rerank only the first N candidates; the rest keep their retrieval "
-            "order.",
+            description="Rerank only the first N candidates; the rest keep their retrieval order.",
         ),
     ] = DEFAULT_TOP_N
     window: Annotated[

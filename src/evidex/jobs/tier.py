@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
-from evidex.errors import InputError
 from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
@@ -25,9 +24,9 @@ from evidex.jobs._cascade import CascadeReport, cascade_tiers
 from evidex.jobs._common import RISK_HELP, QueryInput, RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext
 from evidex.jobs.select import SelectedContext, select_context
-from evidex.loaders import load_examples
 from evidex.judges.cascade import CascadeJudge
 from evidex.judging import Judge
+from evidex.loaders import load_examples
 from evidex.preflight import (
     Prepared,
     coerce_passages,

@@ -19,8 +19,7 @@ from fastapi import FastAPI
 from pydantic import BaseModel, create_model
 
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs._definition import JobDefinition, field_wire
-from evidex.jobs.registry import definition, definitions
+from evidex.jobs import JobDefinition, definition, definitions, field_wire
 from evidex.judging import Judge
 from evidex.preflight import InputLimits
 from evidex.service.guards import check_body
