@@ -133,7 +133,7 @@ def test_eval_rerank_strategy_and_cut_flags_reach_the_job(
         *("eval", "rerank", "--golden", str(golden), "-j", "scripted", "-o", str(out)),
         *("--strategy", "sideways"),
     )
-    assert code == 2 and "unknown strategy 'sideways'" in err
+    assert code == 2 and "strategy: input should be 'allpairs'" in err
 
 
 class _Interrupted(Exception):

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.harness.events import AuditRecord
-from evidex.jobs._definition import Flag
+from evidex.jobs._fields import Flag
 from evidex.tasks.audit import SUPPORT_LEVELS, AuditSummary
 from evidex.types import RiskLevel, Source
 

@@ -23,7 +23,7 @@ from evidex.harness.events import Hooks, Subscriber
 from evidex.harness.job import Progress
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import Harness, HarnessSettings
-from evidex.jobs._definition import Wire
+from evidex.jobs._fields import Wire
 from evidex.judging import Judge
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.custom import BUILTIN_PROMPT, Prompt, custom_template

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
-from pydantic.fields import FieldInfo
 
 from evidex.errors import InputError
+from evidex.jobs._common import RUN_KEYS, harness_for
+from evidex.jobs._fields import Flag, Wire, field_flag, field_wire
 
 if TYPE_CHECKING:
     from evidex.harness.job import JobSpec
@@ -53,58 +53,6 @@ __all__ = [
 In = TypeVar("In", bound=BaseModel)
 Opt = TypeVar("Opt", bound="JobOptions")
 R = TypeVar("R", bound=BaseModel)
-
-
-@dataclass(frozen=True)
-class Flag:
-    """How a field is spelled on the command line, where ``--field-name`` does not say it.
-
-    ``decls``: the flag and its short form (default: ``--`` and the field name with hyphens);
-    ``metavar``: what the value is called in ``--help``; ``load``: the flag takes a file path
-    and the field's value is ``load(path)`` (tier schemes, taxonomies, few-shot examples);
-    ``help``: the command line's own wording, where the field's description speaks of the
-    library; ``expand``: a nested options model whose own fields become flags (the audit
-    policy's ``--threshold`` and ``--on-contradiction``).
-    """
-
-    decls: tuple[str, ...] = ()
-    metavar: str | None = None
-    load: Callable[[Path], Any] | None = None
-    help: str | None = None
-    expand: bool = False
-
-    def __init__(
-        self,
-        *decls: str,
-        metavar: str | None = None,
-        load: Callable[[Path], Any] | None = None,
-        help: str | None = None,
-        expand: bool = False,
-    ) -> None:
-        object.__setattr__(self, "decls", decls)
-        object.__setattr__(self, "metavar", metavar)
-        object.__setattr__(self, "load", load)
-        object.__setattr__(self, "help", help)
-        object.__setattr__(self, "expand", expand)
-
-
-@dataclass(frozen=True)
-class Wire:
-    """The type a field has in an HTTP request, where the library's own is wider than JSON
-    (``passages`` as any passage form, read by :func:`~evidex.preflight.coerce_passages`)."""
-
-    annotation: Any
-
-
-def field_flag(info: FieldInfo) -> Flag:
-    """The field's :class:`Flag`, or the plain one its name implies."""
-    return next((m for m in info.metadata if isinstance(m, Flag)), Flag())
-
-
-def field_wire(info: FieldInfo) -> Any:
-    """The field's type in a request: its :class:`Wire` annotation, else its own."""
-    wire = next((m for m in info.metadata if isinstance(m, Wire)), None)
-    return info.annotation if wire is None else wire.annotation
 
 
 class JobOptions(BaseModel):
@@ -225,8 +173,6 @@ class JobDefinition(Generic[In, Opt, R]):
         """The harness and spec of one call (``call``: the job's options, or ``options=`` a
         validated model, and the run keywords of every job). The options are checked before
         the judge is loaded, so a typo costs no model load."""
-        from evidex.jobs._common import RUN_KEYS, harness_for
-
         given = call.get("options")
         own = {k: v for k, v in call.items() if k not in RUN_KEYS and k not in _NOT_OPTIONS}
         options = self.parse_options(given if given is not None else own)
