@@ -232,6 +232,13 @@ class JobRun:
         self.outcomes.extend(outcomes)
         return outcomes
 
+    def note_warnings(self, outcomes: Sequence[Outcome[Any]]) -> None:
+        """Keep and log the warnings the replies' values carry (a reply's passages that looked
+        like instructions, ...), so every job forwards them the same way."""
+        for outcome in outcomes:
+            for warning in getattr(outcome.value, "warnings", ()):
+                self.note(warning)
+
     def progress(self, done: int, total: int) -> None:
         if self.on_progress is not None:
             self.on_progress(min(done, total), total)

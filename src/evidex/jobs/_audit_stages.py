@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel
 
 from evidex.errors import InputError
+from evidex.harness.assemble import stamped
 from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
 from evidex.tasks.audit import (
@@ -167,11 +168,11 @@ def _unaudited(
 
 def _with_source(outcomes: Sequence[Outcome[Any]]) -> list[ClaimAudit]:
     """Claims marked with where their batch's value came from (judge, cache or fallback)."""
-    return [
-        c.model_copy(update={"source": o.source_of(c.source)})
-        for o in outcomes
-        for c in o.value.claims
-    ]
+    return stamped(outcomes, _claims)
+
+
+def _claims(value: Any) -> list[ClaimAudit]:
+    return list(value.claims)
 
 
 def _renumbered(claims: Sequence[ClaimAudit]) -> list[ClaimAudit]:

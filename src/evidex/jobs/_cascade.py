@@ -13,12 +13,13 @@ from collections.abc import Callable, Sequence
 
 from pydantic import BaseModel
 
+from evidex.harness.assemble import stamped
 from evidex.harness.job import JobRun
 from evidex.judges.cascade import CascadeJudge
 from evidex.judges.scoring import ScoringJudge
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import RankedPassage, ScoreBatch, ScoreStep
-from evidex.tasks.tier import TierAssignment, TierBatch, TierStep
+from evidex.tasks.tier import TierAssignment, TierBatch, TierBatchValue, TierStep
 from evidex.types import Event, Passage
 
 __all__ = ["CascadeReport", "CheapScoreStep", "cascade_ranking", "cascade_tiers"]
@@ -93,16 +94,10 @@ async def cascade_tiers(
     expensive = run.stage(judge.expensive)
     if sent:
         batches = [batch_of(sent[i : i + batch_size]) for i in range(0, len(sent), batch_size)]
-        for graded in await expensive.map(step, batches):
-            for a in graded.value.classifications:
-                by_id[a.passage_id] = a.model_copy(
-                    update={
-                        "source": graded.source_of(a.source),
-                        "judged_by": judge.expensive.judge_id,
-                    }
-                )
-            for warning in graded.value.warnings:
-                run.note(warning)
+        outcomes = await expensive.map(step, batches)
+        graded = stamped(outcomes, _classifications, judged_by=judge.expensive.judge_id)
+        by_id.update((a.passage_id, a) for a in graded)
+        run.note_warnings(outcomes)
     for stale in judge.warnings:
         run.note(Event(kind="cascade.stale_band", detail=stale))
     report = _report(judge, expensive, len(passages), len(sent), batch_size)
@@ -209,6 +204,10 @@ async def cascade_ranking(
         data={"settled": len(ids), "sent": len(band), "calls_saved": calls_saved},
     )
     return placed, [], [split_event]
+
+
+def _classifications(value: TierBatchValue) -> list[TierAssignment]:
+    return value.classifications
 
 
 def _kept_order(passages: Sequence[Passage], reason: str) -> list[RankedPassage]:

@@ -11,9 +11,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Sequence
 from typing import TypeVar
+
+from evidex.harness.fanout import bounded_map
 
 __all__ = ["kendall_tau_distance", "tournament_top_k", "window_starts"]
 
@@ -54,9 +55,12 @@ async def tournament_top_k(
     items: Sequence[T],
     k: int,
     better: Callable[[T, T], Awaitable[T]],
+    *,
+    limit: int = 64,
 ) -> list[T]:
     """The ``k`` best of ``items``, best first, using the async comparator ``better(a, b)``
-    (it returns the winner). Each distinct pair is compared at most once.
+    (it returns the winner). Each distinct pair is compared at most once; at most ``limit``
+    comparisons of a round run at once.
 
     Items are seeded in the order given (the retrieval order), so with a comparator that
     respects a total order the result does not depend on that order, and ties broken by the
@@ -85,7 +89,9 @@ async def tournament_top_k(
     level = size // 2
     while level >= 1:  # build round by round; one round's matches run concurrently
         nodes = range(level, 2 * level)
-        winners = await asyncio.gather(*(match(tree[2 * v], tree[2 * v + 1]) for v in nodes))
+        winners = await bounded_map(
+            list(nodes), limit, lambda _, v: match(tree[2 * v], tree[2 * v + 1])
+        )
         for v, w in zip(nodes, winners, strict=True):
             tree[v] = w
         level //= 2

@@ -7,12 +7,13 @@ the totals are the harness's.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from evidex.harness.assemble import with_duplicates
+from evidex.harness.fanout import bounded_map
 from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
 from evidex.jobs._cascade import cascade_ranking
@@ -175,7 +176,9 @@ class StrategyRun:
 
         async def better(x: str, y: str) -> str:
             self.comparisons += 1
-            first, second = await asyncio.gather(ask(by_id[x], by_id[y]), ask(by_id[y], by_id[x]))
+            first, second = await bounded_map(
+                [(x, y), (y, x)], 2, lambda _, pair: ask(by_id[pair[0]], by_id[pair[1]])
+            )
             w1 = {"A": x, "B": y}.get(first.value.winner or "")
             w2 = {"A": y, "B": x}.get(second.value.winner or "")
             if w1 is not None and w1 == w2:
@@ -191,7 +194,8 @@ class StrategyRun:
             self._progress(self.comparisons, expected)
             return winner
 
-        top = await tournament_top_k(list(by_id), top_k, better)
+        limit = self.run.harness.settings.max_concurrency
+        top = await tournament_top_k(list(by_id), top_k, better, limit=limit)
         chosen = set(top)
         sources = set(self.sources) or {"judge"}
         source: Source = "cache" if sources == {"cache"} else "judge"
@@ -263,14 +267,7 @@ def assemble(
         )
         for p in tail
     ]
-    twins: dict[str, list[str]] = {}
-    for dup, original in duplicates.items():
-        twins.setdefault(original, []).append(dup)
-    out: list[RankedPassage] = []
-    for r in ordered:
-        out.append(r)
-        for dup in twins.get(r.passage_id, []):
-            out.append(r.model_copy(update={"passage_id": dup, "duplicate_of": r.passage_id}))
+    out = with_duplicates(ordered, duplicates)
     if {r.passage_id for r in out} != set(originals):  # a bug here would lose passages
         raise RuntimeError("rerank lost or invented passages while assembling the ranking")
     return [r.model_copy(update={"rank": i}) for i, r in enumerate(out, 1)]

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
+from evidex.harness.assemble import stamped, with_duplicates
 from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
@@ -40,6 +41,7 @@ from evidex.tasks.tier import (
     TIER_TEMPLATE,
     TierAssignment,
     TierBatch,
+    TierBatchValue,
     TierExample,
     TierStep,
 )
@@ -260,20 +262,11 @@ class TierSpec:
                 self.batch(plan.query, passages[i : i + size])
                 for i in range(0, len(passages), size)
             ]
-            for outcome in await run.map(step, batches):
-                for a in outcome.value.classifications:
-                    source = outcome.source_of(a.source)
-                    # a copy only where the source changes (cache, fallback): it was a tenth
-                    # of the job's own CPU per passage at high concurrency
-                    by_id[a.passage_id] = (
-                        a if source == a.source else a.model_copy(update={"source": source})
-                    )
-                for warning in outcome.value.warnings:
-                    run.note(warning)
-        for dup, original in plan.data.prepared.duplicates.items():
-            by_id[dup] = by_id[original].model_copy(
-                update={"passage_id": dup, "duplicate_of": original}
-            )
+            outcomes = await run.map(step, batches)
+            by_id = {a.passage_id: a for a in stamped(outcomes, _classifications)}
+            run.note_warnings(outcomes)
+        graded = with_duplicates(list(by_id.values()), plan.data.prepared.duplicates)
+        by_id = {a.passage_id: a for a in graded}
         ordered = [by_id[p.passage_id] for p in plan.data.items]
         return TierResult(
             id=plan.id,
@@ -353,6 +346,10 @@ class TierReport(JobResult):
     context: SelectedContext | None = Field(
         default=None, description="the context selected by the request's policy and budget"
     )
+
+
+def _classifications(value: TierBatchValue) -> list[TierAssignment]:
+    return value.classifications
 
 
 def _respond(result: TierResult, extras: ContextChoice | None) -> dict[str, Any]:
