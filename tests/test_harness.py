@@ -176,7 +176,9 @@ def test_batches_are_merged_by_id_in_input_order(store: SqlStore) -> None:
 
 
 def test_batch_size_outside_spec_range_is_refused(store: SqlStore, passages: list[Passage]) -> None:
-    with pytest.raises(evidex.InputError, match="batch_size: input should be less than or equal to 15"):
+    with pytest.raises(
+        evidex.InputError, match="batch_size: input should be less than or equal to 15"
+    ):
         _run(ScriptedJudge(), store, passages, batch_size=40)
 
 

@@ -173,3 +173,62 @@ def test_no_layer_outside_the_jobs_branches_on_a_job_name() -> None:
     assert not new, f"these files branch on a job name; derive them from the registry: {new}"
     done = _NOT_YET - found
     assert not done, f"no longer branching, take them off the list: {done}"
+
+
+# ---------------------------------------------------------------------------- a new job's command
+
+
+@pytest.fixture
+def fresh_app() -> typer.Typer:
+    """An app with no job commands: each registered job gets the command made from its
+    definition alone, as a job without a command module of its own does."""
+    from evidex.cli._job_command import add_job_commands
+
+    fresh = typer.Typer()
+
+    @fresh.callback()
+    def _root() -> None:  # a group, so that commands keep their names
+        """Test app."""
+
+    assert add_job_commands(fresh) == JOBS
+    return fresh
+
+
+def test_a_job_without_a_command_module_gets_one_from_its_definition(
+    fresh_app: typer.Typer,
+    tmp_path: Path,
+    scripted: Any,
+) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from tests.scripted import tier_reply
+
+    scripted(*[tier_reply] * 4)
+    passages = tmp_path / "p.jsonl"
+    passages.write_text(
+        "\n".join(
+            json.dumps({"passage_id": f"p{i}", "text": f"passage {i} text"}) for i in range(7)
+        )
+    )
+    db = f"sqlite:///{tmp_path / 'e.db'}"
+    runner = CliRunner()
+    argv = ["tier", "-q", "q", "-p", str(passages), "-j", "scripted", "--db", db]
+    one = runner.invoke(fresh_app, [*argv, "--batch-size", "5", "--review-sample-rate", "0.5"])
+    assert one.exit_code == 0, one.output
+    report = json.loads(one.stdout)
+    assert [a["passage_id"] for a in report["classifications"]] == [f"p{i}" for i in range(7)]
+    assert report["judge_calls"] == 2  # 7 passages at --batch-size 5
+    batch = tmp_path / "b.jsonl"
+    rows = [{"query": "q", "passages": [{"passage_id": "a", "text": "some text"}]}] * 2
+    batch.write_text("\n".join(json.dumps(r) for r in rows))
+    many = runner.invoke(fresh_app, ["tier", "--batch", str(batch), "-j", "scripted", "--db", db])
+    assert many.exit_code == 0, many.output
+    assert len(many.stdout.strip().splitlines()) == 2
+    missing = runner.invoke(fresh_app, ["tier", "-p", str(passages), "-j", "scripted"])
+    # outside evidex's own entry point the usage error is raised as it is (main maps it to 2)
+    assert "--query is required" in str(missing.exception)
+    help_text = runner.invoke(fresh_app, ["tier", "--help"]).stdout
+    for flag in ("--query", "--passages", "--batch", "--batch-size", "--review-sample-rate"):
+        assert flag in help_text

@@ -31,6 +31,9 @@ def _register() -> None:
     for info in pkgutil.iter_modules(__path__):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
+    from evidex.cli._job_command import add_job_commands
+
+    add_job_commands()  # a registered job without a command module of its own
 
 
 def main(argv: list[str] | None = None) -> int:

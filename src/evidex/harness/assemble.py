@@ -18,10 +18,11 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from evidex.harness.outcome import Outcome
+from evidex.types import Source
 
 __all__ = ["stamped", "with_duplicates"]
 
-V = TypeVar("V")
+V = TypeVar("V", bound=BaseModel)
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -36,7 +37,7 @@ def stamped(
     out: list[M] = []
     for outcome in outcomes:
         for item in items(outcome.value):
-            current = getattr(item, "source", None)
+            current: Source = getattr(item, "source")  # noqa: B009 (M is any item model)
             source = outcome.source_of(current)
             changes = dict(update)
             if source != current:

@@ -207,5 +207,11 @@ class JobDefinition(Generic[In, Opt, R]):
         harness, spec = self.prepare(call)
         return await harness.run_many(spec, self.inputs(items), on_progress=call.get("on_progress"))
 
+    def run_many(self, items: Iterable[In | Mapping[str, Any]], **call: Any) -> list[R]:
+        """:meth:`arun_many` from sync code (a command, a notebook)."""
+        from evidex.jobs._common import run_sync
+
+        return run_sync(self.arun_many(items, **call))
+
 
 _NOT_OPTIONS = frozenset({"prompt", "options"})

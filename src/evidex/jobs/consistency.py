@@ -23,7 +23,7 @@ from pydantic import BaseModel, Field
 from evidex.errors import InputError
 from evidex.harness.job import run_planned
 from evidex.jobs._common import sync_of
-from evidex.jobs.classify import DEFINITION, ClassifyCall, ClassifyInput
+from evidex.jobs.classify import DEFINITION, ClassifyCall, ClassifyInput, ClassifySpec
 from evidex.taxonomy import Taxonomy
 from evidex.types import PassageLike, Source
 
@@ -92,8 +92,9 @@ async def aconsistency_check(
     """
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise InputError(f"runs must be a positive whole number, got {runs!r}")
-    harness, spec = DEFINITION.prepare({**options, "labels": taxonomy})
-    spec = dataclasses.replace(spec, route=False)
+    harness, prepared = DEFINITION.prepare({**options, "labels": taxonomy})
+    assert isinstance(prepared, ClassifySpec)  # the classify job's own spec
+    spec = dataclasses.replace(prepared, route=False)
     harness.settings = dataclasses.replace(harness.settings, use_cache=False)
     plan = spec.plan(ClassifyInput(input=input, passages=list(passages)), harness.judge)
     rng = random.Random(seed)
