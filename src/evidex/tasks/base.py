@@ -17,7 +17,7 @@ from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 from pydantic import BaseModel
 
-from evidex._text import sha256_hex
+from evidex._text import contains_verbatim, quote_mismatch, sha256_hex
 from evidex.judging import Message, Payload
 from evidex.types import Passage
 
@@ -33,6 +33,7 @@ __all__ = [
     "count_ids",
     "passage_items",
     "passages_json",
+    "quote_errors",
     "reply_list",
 ]
 
@@ -341,3 +342,26 @@ def reply_list(data: Any, key: str) -> list[Any]:
 def count_ids(items: Sequence[Any], key: str) -> Counter[str]:
     """How often the items of a reply that are JSON objects give each id under ``key``."""
     return Counter(str(item.get(key)) for item in items if isinstance(item, dict))
+
+
+def quote_errors(at: str, entry: Mapping[str, Any], by_id: Mapping[str, Passage]) -> list[str]:
+    """What is wrong with a cited quote ``{"passage_id", "quoted_text"}`` of a reply (``at``:
+    where it is in the reply), in words the judge can act on: an unknown id, an empty quote, a
+    quote from another passage, or the nearest real text when it is not verbatim."""
+    pid, quote = entry.get("passage_id"), entry.get("quoted_text")
+    if not isinstance(pid, str) or pid not in by_id:
+        return [f"{at}: passage_id {pid!r} is not in the retrieved context; use only the ids given"]
+    if not isinstance(quote, str) or not quote.strip():
+        return [f"{at}: quoted_text is empty; copy the exact words from passage {pid!r}"]
+    if contains_verbatim(by_id[pid].text, quote):
+        return []
+    elsewhere = [other for other, p in by_id.items() if contains_verbatim(p.text, quote)]
+    if elsewhere:
+        return [
+            f"{at}: quoted_text {quote[:120]!r} is not in passage {pid!r} but in passage "
+            f"{elsewhere[0]!r}; give the passage_id of the passage the quote comes from"
+        ]
+    return [
+        f"{at}: quoted_text {quote[:80]!r} is not verbatim in passage {pid!r}: "
+        f"{quote_mismatch(by_id[pid].text, quote)}. Copy the words exactly"
+    ]

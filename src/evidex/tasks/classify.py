@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex._text import contains_verbatim, quote_mismatch
 from evidex.judging import ClassifyPayload, PassageText
 from evidex.tasks.base import (
     BatchInfo,
@@ -26,6 +25,7 @@ from evidex.tasks.base import (
     StepRequest,
     passage_items,
     passages_json,
+    quote_errors,
 )
 from evidex.taxonomy import Taxonomy
 from evidex.types import Passage, RiskLevel, Source
@@ -403,7 +403,7 @@ def _check_evidence(
     evidence: list[Evidence] = []
     shape = "an object with passage_id, quoted_text and rationale"
     for at, entry in _objects(raw, where, shape, errors):
-        entry_errors = _check_quote(at, entry, by_id)
+        entry_errors = quote_errors(at, entry, by_id)
         rationale = entry.get("rationale")
         if not isinstance(rationale, str) or not rationale.strip():
             entry_errors.append(f"{at}: rationale is empty; say in one sentence why it matters")
@@ -417,26 +417,6 @@ def _check_evidence(
                 )
             )
     return evidence, errors
-
-
-def _check_quote(at: str, entry: Mapping[str, Any], by_id: Mapping[str, Passage]) -> list[str]:
-    pid, quote = entry.get("passage_id"), entry.get("quoted_text")
-    if not isinstance(pid, str) or pid not in by_id:
-        return [f"{at}: passage_id {pid!r} is not in the retrieved context; use only the ids given"]
-    if not isinstance(quote, str) or not quote.strip():
-        return [f"{at}: quoted_text is empty; copy the exact words from passage {pid!r}"]
-    if contains_verbatim(by_id[pid].text, quote):
-        return []
-    elsewhere = [other for other, p in by_id.items() if contains_verbatim(p.text, quote)]
-    if elsewhere:
-        return [
-            f"{at}: quoted_text {quote[:120]!r} is not in passage {pid!r} but in passage "
-            f"{elsewhere[0]!r}; give the passage_id of the passage the quote comes from"
-        ]
-    return [
-        f"{at}: quoted_text {quote[:80]!r} is not verbatim in passage {pid!r}: "
-        f"{quote_mismatch(by_id[pid].text, quote)}. Copy the words exactly"
-    ]
 
 
 def _check_flags(data: Mapping[str, Any], assigned: bool) -> tuple[bool, str | None, list[str]]:
