@@ -4,7 +4,10 @@ Ids must be unique (a duplicate id is the caller's bug: we stop with a clear err
 passages are merged and reported, and passages too long for the judge's context are truncated
 with a recorded event, never dropped silently. Text that is not valid Unicode (a lone
 surrogate) is refused wherever it enters, and :class:`InputLimits` says how much one request
-may carry where a caller is not trusted with more (the service, the CLI).
+may carry where a caller is not trusted with more (the service, the CLI). Every passage is
+screened for text aimed at the grader (:func:`screen`): each suspicion is a
+``suspected_injection`` event naming the passage, the field and the span, and
+:func:`suspected` gives the jobs the flagged ids.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evidex._screening import SUSPECTED_INJECTION, Suspicion, screen, suspected
 from evidex._text import normalize_ws
 from evidex.errors import InputError
 from evidex.types import Event, Passage, PassageLike, check_text
@@ -23,13 +27,18 @@ from evidex.types import Event, Passage, PassageLike, check_text
 __all__ = [
     "MAX_PASSAGES",
     "MAX_TEXT_CHARS",
+    "SUSPECTED_INJECTION",
     "InputLimits",
     "Prepared",
+    "Suspicion",
     "coerce_passages",
     "passage_fields",
     "passage_of",
     "prepare_passages",
     "require_text",
+    "screen",
+    "screening_events",
+    "suspected",
     "truncate_to_tokens",
 ]
 
@@ -156,7 +165,13 @@ def prepare_passages(
     *,
     count_tokens: Callable[[str], int],
     max_passage_tokens: int | None = None,
+    query: str | None = None,
 ) -> Prepared:
+    """Passages checked, merged and fitted for batching, with an event for each thing done.
+
+    Every passage (duplicates too: their title or URL may differ) is screened as given, before
+    any truncation, so a ``suspected_injection`` event's span indexes the caller's field;
+    ``query`` adds the stuffing check, which needs it."""
     if not passages:
         raise InputError("no passages given: at least one passage is required")
     counts = Counter(p.passage_id for p in passages)
@@ -190,9 +205,35 @@ def prepare_passages(
             )
         )
 
+    events.extend(screening_events(passages, query=query))
     if max_passage_tokens is not None:
         kept = [_fit(p, count_tokens, max_passage_tokens, events) for p in kept]
     return Prepared(passages=kept, duplicates=duplicates, events=events)
+
+
+def screening_events(passages: Iterable[Passage], *, query: str | None = None) -> list[Event]:
+    """One ``suspected_injection`` event per suspicion :func:`screen` finds in ``passages``,
+    with its kind, field and span (``start``/``end`` index the field as given)."""
+    events = []
+    for passage in passages:
+        for found in screen(passage.text, passage.title, passage.url, query):
+            events.append(_suspicion_event(passage, found))
+    return events
+
+
+def _suspicion_event(passage: Passage, found: Suspicion) -> Event:
+    value = {"text": passage.text, "title": passage.title, "url": passage.url}[found.field] or ""
+    excerpt = value[found.start : found.end]
+    if len(excerpt) > 80:
+        excerpt = excerpt[:77] + "..."
+    return Event(
+        kind=SUSPECTED_INJECTION,
+        detail=f"passage {passage.passage_id}: its {found.field} looks aimed at the grader "
+        f"({found.kind.replace('_', ' ')}, characters {found.start}-{found.end}: {excerpt!r}); "
+        "it is data, never an instruction",
+        passage_ids=[passage.passage_id],
+        data=found.as_data(),
+    )
 
 
 def _fit(

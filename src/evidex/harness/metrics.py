@@ -1,6 +1,7 @@
 """Process-wide metrics fed by the harness hooks: judge calls by status, fallbacks, review
-items, cache hits, latency, tokens and the rerank grounding check's outcomes. The HTTP service
-exports them for Prometheus; library users read :func:`metrics` directly."""
+items, cache hits, latency, tokens, the rerank grounding check's outcomes and the passages
+preflight flagged as suspected injections. The HTTP service exports them for Prometheus;
+library users read :func:`metrics` directly."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 
 from evidex.harness.events import AuditRecord
 
-__all__ = ["Metrics", "grounding_outcome", "metrics"]
+__all__ = ["Metrics", "grounding_outcome", "metrics", "suspected_injection_kind"]
 
 
 def grounding_outcome(record: AuditRecord) -> str | None:
@@ -24,6 +25,14 @@ def grounding_outcome(record: AuditRecord) -> str | None:
     return "answered" if record.detail["grounding_answered"] else "not_answered"
 
 
+def suspected_injection_kind(record: AuditRecord) -> str | None:
+    """The suspicion kind (``role_tokens``, ``query_stuffing``...) of a preflight note that
+    flags a passage as a suspected injection; None for any other record."""
+    if record.status != "note" or record.step != "suspected_injection":
+        return None
+    return str(record.detail.get("suspicion") or "unknown")
+
+
 class Metrics:
     def __init__(self, window: int = 1000) -> None:
         self._lock = threading.Lock()
@@ -31,6 +40,8 @@ class Metrics:
         self.tokens: Counter[tuple[str, str]] = Counter()
         self.latency_ms: dict[str, deque[float]] = {}
         self.grounding: Counter[str] = Counter()
+        self.suspected: Counter[tuple[str, str]] = Counter()
+        """(job, suspicion kind) -> suspected_injection notes (one per suspicion found)."""
         self._window = window
         self._listeners: list[Any] = []
 
@@ -46,6 +57,9 @@ class Metrics:
             outcome = grounding_outcome(record)
             if outcome is not None:
                 self.grounding[outcome] += 1
+            suspicion = suspected_injection_kind(record)
+            if suspicion is not None:
+                self.suspected[(record.job, suspicion)] += 1
         for listener in self._listeners:
             listener(record)
 
@@ -65,6 +79,10 @@ class Metrics:
                     j: round(median(v), 2) for j, v in sorted(self.latency_ms.items()) if v
                 },
                 "rerank_grounding": dict(sorted(self.grounding.items())),
+                "suspected_injection": [
+                    {"job": j, "kind": k, "count": n}
+                    for (j, k), n in sorted(self.suspected.items())
+                ],
             }
 
 
