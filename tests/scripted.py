@@ -22,6 +22,7 @@ class ScriptedJudge(Judge):
     """
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
+    reads_prompts: ClassVar[bool] = True
 
     def __init__(self, replies: Iterable[Reply] = (), *, delay_s: float = 0.0) -> None:
         super().__init__("scripted")

@@ -208,7 +208,10 @@ def test_claims_graded_validly_survive_a_fallback_of_their_batch(store: SqlStore
     assert {r.code for r in result.decision.reasons} >= {"fallback", "contradicted"}
     (item,) = store.list_reviews(job="audit")
     assert result.review_item_ids == [item["id"]]
-    assert [c["claim_id"] for c in item["payload"]["claims"]] == ["claim-1"]
+    # the one item of the answer shows every claim with its grade; only the fallback's waits
+    shown = [(c["claim_id"], c["source"]) for c in item["payload"]["claims"]]
+    assert shown == [("claim-1", "fallback"), ("claim-2", "judge"), ("claim-3", "judge")]
+    assert item["payload"]["answer"] and item["payload"]["question"] is not None
 
 
 def test_one_pass_reply_with_bad_claims_keeps_the_segment_audited(store: SqlStore) -> None:

@@ -287,6 +287,7 @@ def test_other_jobs_pass_through_to_the_expensive_judge() -> None:
 
 class _TierOnly(ScriptedJudge):
     jobs: ClassVar[frozenset[str]] = frozenset({"tier"})
+    reads_prompts: ClassVar[bool] = False  # answers its listed job only
 
 
 # ---------------------------------------------------------------------- the band

@@ -329,7 +329,11 @@ def test_circuit_breaker_opens_and_fails_fast(store: SqlStore) -> None:
     assert len(judge.requests) == 3  # then every batch fails fast
     assert {a.source for a in result.classifications} == {"fallback"}
     assert "circuit breaker open" in (result.classifications[-1].reason or "")
-    assert len(result.review_item_ids) == 4
+    # one input, one reason: the four batches that fell back are one item holding all four
+    (item_id,) = result.review_item_ids
+    item = store.get_review(item_id)
+    assert item["passage_ids"] == [p.passage_id for p in passages]
+    assert len(item["payload"]["steps"]) == 4
 
 
 def test_breaker_half_open_trial() -> None:

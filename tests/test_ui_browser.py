@@ -272,3 +272,50 @@ def test_two_replicas_share_sessions_and_resolve_each_item_once(request: Any) ->
         assert row["reviewer"] == winner == row["note"]
     for s in (replica_a, replica_b, store):
         s.close()
+
+
+# ---------------------------------------------------------------------------- every job
+
+
+def _inputs(job: str, payload: Any) -> list[str]:
+    """The input a reviewer must see: the query; or the question and the answer."""
+    if job == "audit":
+        return [payload.question, payload.answer]
+    return [payload.input if job == "classify" else payload.query]
+
+
+@pytest.mark.network
+def test_every_jobs_item_shows_its_input_and_the_judges_grades(
+    chromium: Any, tmp_path: Path
+) -> None:
+    from evidex.jobs import review_kind
+    from tests.review_items import raise_items
+
+    store = open_store(f"sqlite:///{tmp_path / 'jobs.db'}")
+    items = raise_items(store)
+    _, secret = store.create_key("reviewer", "alice")
+    app = create_app(store, allowed_hosts=["127.0.0.1"])
+    with serve_app(app) as base:
+        context = chromium.new_context(viewport={"width": 1280, "height": 860})
+        page = context.new_page()
+        page.goto(f"{base}/ui/login")
+        page.fill("#key", secret)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{base}/ui/")
+        for (job, route), item_id in sorted(items.items()):
+            where = f"{job} item raised by {route} (#{item_id})"
+            payload = review_kind(job).read(store.get_review(item_id)["payload"])
+            page.goto(f"{base}/ui/item/{item_id}")
+            main = page.inner_text("main")
+            for text in _inputs(job, payload):
+                assert text and text in main, f"{where}: input {text!r} is not on the page"
+            for grade in payload.judge_values():
+                assert grade in main, f"{where}: the judge's grade {grade!r} is not shown"
+            assert page.locator(".grade").count() >= 1, where
+            assert not re.search(r"\bNone\b", main), f"{where}: the page shows None"
+            for section in page.locator("main section").all():
+                heading = section.locator("h2").first.inner_text()
+                body = section.inner_text().replace(heading, "", 1).strip()
+                assert body, f"{where}: the section {heading!r} is empty"
+        context.close()
+    store.close()

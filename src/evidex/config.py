@@ -38,6 +38,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evidex._registered import JOBS as REGISTERED
 from evidex.errors import ConfigError
 from evidex.pricing import Price
 
@@ -48,7 +49,7 @@ else:  # pragma: no cover
 
 __all__ = ["OpenAISettings", "Settings", "load_settings"]
 
-JOBS = ("tier", "rerank", "classify", "audit")
+JOBS = tuple(REGISTERED)
 
 
 class OpenAISettings(BaseModel):
@@ -79,12 +80,7 @@ class Settings(BaseModel):
     )
     max_concurrency: int = Field(default=4, ge=1)
     judges: dict[str, str] = Field(
-        default_factory=lambda: {
-            "tier": "local:minilm",
-            "rerank": "local:minilm",
-            "classify": "local:qwen",
-            "audit": "local:qwen",
-        }
+        default_factory=lambda: {job: r.default_judge for job, r in REGISTERED.items()}
     )
     openai: OpenAISettings = Field(default_factory=OpenAISettings)
     prompts: dict[str, str] = Field(

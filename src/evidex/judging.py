@@ -13,7 +13,7 @@ import abc
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 from evidex._text import estimate_tokens
 from evidex.limits import JudgeGate
@@ -36,6 +36,8 @@ __all__ = [
     "Payload",
     "RankPayload",
     "ScorePayload",
+    "Split",
+    "Staging",
     "TierPayload",
 ]
 
@@ -261,11 +263,67 @@ class Judge(abc.ABC):
             data={"tokens": tokens, "limit": limit, "chars": len(query)},
         )
 
+    reads_prompts: ClassVar[bool] = False
+    """Whether the judge reads an exchange's prose prompt and writes the reply (a chat model):
+    then it can answer any job's steps, one registered later included. A judge that answers
+    typed payloads only (an encoder) answers the jobs it lists in ``jobs``."""
+
     def supports(self, job: str) -> bool:
-        return job in self.jobs
+        return self.reads_prompts or job in self.jobs
+
+    def staging(self) -> Staging | None:
+        """The judge's stages, when it is a judge of two (a cascade); the harness runs them
+        (:func:`evidex.harness.staged.staged`), so no job has to tell a cascade apart.
+        Default: one stage, None."""
+        return None
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release connections or models. Default: nothing to release."""
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.judge_id}>"
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which items of one query a judge's cheap stage settles and which go on."""
+
+    settled: tuple[int, ...]
+    sent: tuple[int, ...]
+
+
+class Staging(Protocol):
+    """A judge of two stages: the cheap one scores every item and settles those it is sure of,
+    the expensive one judges the rest."""
+
+    @property
+    def cheap(self) -> Judge: ...
+
+    @property
+    def expensive(self) -> Judge: ...
+
+    @property
+    def band_source(self) -> str:
+        """Where the band came from (a calibration file, an option, the shipped default)."""
+        ...
+
+    def band_edges(self) -> tuple[float, float]:
+        """The uncertain band: scores from the first to the second go on."""
+        ...
+
+    def band_label(self) -> str: ...
+
+    def cheap_tier(self, score: float, tiers: Sequence[str]) -> str:
+        """The cheap stage's tier for a score it settles."""
+        ...
+
+    @property
+    def warnings(self) -> list[str]:
+        """Why the split may be off (a band fitted with other model versions)."""
+        ...
+
+    def cheap_scorer(self) -> Judge:
+        """The cheap stage as the harness calls it: a judge that answers score steps."""
+        ...
+
+    def split(self, scores: Sequence[float]) -> Split: ...

@@ -7,11 +7,13 @@ fine), 2 on a bad configuration and 0 when every gate passes.
 
 from __future__ import annotations
 
+import inspect
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -19,21 +21,29 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import app, err_console, renamed
-from evidex.cli._io import RunFlags, open_db, progress, run_flags
+from evidex.cli._io import RunFlags, open_db, option_group, progress, run_flags
 from evidex.cli._judge import judge_options
 from evidex.cli._options import DbOpt, job_option, tiers_option, unset_option
 from evidex.errors import ConfigError
-from evidex.evaluate.calibrate import calibrate_tier
 from evidex.evaluate.calibration import CALIBRATION_FILE
 from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
 from evidex.evaluate.golden import read_jsonl, write_jsonl
 from evidex.evaluate.plots import fmt_value
 from evidex.evaluate.registry import EvalOptions, load_file_options
-from evidex.evaluate.review_export import export_tier_reviews
 from evidex.evaluate.run import evaluate, score_predictions
+from evidex.jobs import Evaluation, definitions
 from evidex.types import DEFAULT_TIERS, TierScheme
 
-__all__ = ["calibrate_command", "eval_command", "export_command", "gate_command"]
+__all__ = [
+    "GoldenFlags",
+    "calibrate_command",
+    "eval_command",
+    "export_command",
+    "gate_command",
+    "golden_flags",
+]
+
+R = TypeVar("R")
 
 GoldenOpt = Annotated[
     Path,
@@ -68,14 +78,43 @@ TiersOpt = Annotated[
 ]
 
 
-def _options(
-    seed: int, tiers: Path | None, batch_size: int | None = None, **job_options: Any
-) -> EvalOptions:
-    """Evaluation options; ``job_options`` (rerank strategy, classify taxonomy...) that were
-    not given are left out, so each evaluator applies its own defaults."""
-    given = {"tiers": tiers, "batch_size": batch_size, **job_options}
-    extra = {k: v for k, v in given.items() if v is not None and v is not False}
-    return EvalOptions(seed=seed, extra=load_file_options(extra))
+@dataclass(frozen=True)
+class GoldenFlags:
+    """The options of a run over a golden set that ``evidex eval`` and ``evidex calibrate``
+    share, handed to each as one value by :func:`golden_flags`."""
+
+    golden: Path
+    sample: int | None = None
+    seed: int = 0
+    output: Path | None = None
+    tiers: Path | None = None
+
+    def out(self, default: str) -> Path:
+        """The report directory: ``--output``, else ``default``."""
+        return self.output or Path(default)
+
+    def run(self, out: Path, **job_options: Any) -> dict[str, Any]:
+        """The ``out_dir``, ``sample`` and ``options`` keywords of the run; ``job_options``
+        (rerank strategy, classify taxonomy...) that were not given are left out, so each
+        evaluator applies its own defaults."""
+        given = {"tiers": self.tiers, **job_options}
+        extra = {k: v for k, v in given.items() if v is not None and v is not False}
+        options = EvalOptions(seed=self.seed, extra=load_file_options(extra))
+        return {"out_dir": out, "sample": self.sample, "options": options}
+
+
+_GOLDEN_FLAGS: dict[str, tuple[Any, Any]] = {
+    "golden": (GoldenOpt, inspect.Parameter.empty),
+    "sample": (SampleOpt, None),
+    "seed": (SeedOpt, 0),
+    "output": (OutOpt, None),
+    "tiers": (TiersOpt, None),
+}
+
+
+def golden_flags(command: Callable[..., R]) -> Callable[..., R]:
+    """Add :class:`GoldenFlags`' options to a command, which declares ``data: GoldenFlags``."""
+    return option_group("data", GoldenFlags, _GOLDEN_FLAGS)(command)
 
 
 @contextmanager
@@ -93,8 +132,9 @@ def _judged(flags: RunFlags, label: str) -> Iterator[dict[str, Any]]:
 
 @app.command("eval")
 @run_flags("judge", "judge_option", "db")
+@golden_flags
 def eval_command(
-    golden: GoldenOpt,
+    data: GoldenFlags,
     flags: RunFlags,
     job: Annotated[
         str | None,
@@ -113,10 +153,6 @@ def eval_command(
             help="Score these predictions (JSONL) instead of running a judge.",
         ),
     ] = None,
-    sample: SampleOpt = None,
-    seed: SeedOpt = 0,
-    output: OutOpt = None,
-    tiers: TiersOpt = None,
     batch_size: Annotated[
         int | None,
         unset_option(
@@ -190,59 +226,46 @@ def eval_command(
     """Evaluate a job against a golden set (a JSONL file or a TREC DL, LLMJudge, WiCE or
     SciFact folder): its figures with intervals, confusion matrix, worst disagreements.
     Writes report.json, report.md and predictions.jsonl; resumable."""
-    taxonomy = renamed("--labels", taxonomy, "--taxonomy", old_taxonomy)
-    options = _options(
-        seed,
-        tiers,
-        batch_size,
-        strategy=strategy,
-        top_n=top_n,
-        top_k=top_k,
-        taxonomy=taxonomy,
-        multi_label=multi_label,
-        claims=claims,
-    )
+    job_options = {
+        "batch_size": batch_size,
+        "strategy": strategy,
+        "top_n": top_n,
+        "top_k": top_k,
+        "taxonomy": renamed("--labels", taxonomy, "--taxonomy", old_taxonomy),
+        "multi_label": multi_label,
+        "claims": claims,
+    }
     if predictions is not None:
-        report = score_predictions(
-            job,
-            predictions,
-            golden,
-            out_dir=output or Path(f"reports/eval-{job or 'scored'}"),
-            options=options,
-            sample=sample,
-        )
-        _summary(report, output or Path(f"reports/eval-{job or 'scored'}"))
+        out = data.out(f"reports/eval-{job or 'scored'}")
+        run = data.run(out, **job_options)
+        report = score_predictions(job, predictions, data.golden, **run)
+        _summary(report, out)
         return
     if job is None:
         raise ConfigError(
             "name the job to evaluate (evidex eval tier --golden FILE), or give --predictions"
         )
-    out = output or Path(f"reports/eval-{job}")
+    out = data.out(f"reports/eval-{job}")
     default_cal = Path(f"reports/calibration-{job}") / CALIBRATION_FILE
-    with _judged(flags, f"eval {job}") as run:
+    with _judged(flags, f"eval {job}") as judged:
         report = evaluate(
             job,
-            golden,
-            out_dir=out,
-            sample=sample,
-            options=options,
+            data.golden,
             calibration=calibration or (default_cal if default_cal.exists() else None),
             consistency=consistency,
-            **run,
+            **data.run(out, **job_options),
+            **judged,
         )
     _summary(report, out)
 
 
 @app.command("calibrate")
 @run_flags("judge", "judge_option", "db")
+@golden_flags
 def calibrate_command(
     job: Annotated[str, typer.Argument(metavar="JOB", help="The job to calibrate (tier).")],
-    golden: GoldenOpt,
+    data: GoldenFlags,
     flags: RunFlags,
-    sample: SampleOpt = None,
-    seed: SeedOpt = 0,
-    output: OutOpt = None,
-    tiers: TiersOpt = None,
     target: Annotated[
         float | None,
         typer.Option(
@@ -268,25 +291,17 @@ def calibrate_command(
     """Measure a judge against a golden set, show which tier boundaries cause disagreements,
     fit cut points for score-based judges (the uncertain band for cascade judges), and record
     judge/model/prompt versions."""
-    if job != "tier":
-        raise ConfigError(f"calibration is implemented for the tier job, not {job!r}")
+    calibrate = _evaluation_part(job, "calibration", lambda e: e.calibrator())
     if target is not None and budget is not None:
         raise ConfigError("give --target (kappa to keep) or --budget (share to send), not both")
     if budget == 0:
         raise ConfigError(
             "--budget must be above 0: a cascade that sends nothing is its cheap stage alone"
         )
-    out = output or Path(f"reports/calibration-{job}")
-    with _judged(flags, f"calibrate {job}") as run:
-        record = calibrate_tier(
-            golden,
-            out_dir=out,
-            sample=sample,
-            options=_options(seed, tiers),
-            target=0.02 if target is None else target,
-            budget=budget,
-            **run,
-        )
+    out = data.out(f"reports/calibration-{job}")
+    with _judged(flags, f"calibrate {job}") as judged:
+        fit = {"target": 0.02 if target is None else target, "budget": budget}
+        record = calibrate(data.golden, **data.run(out), **fit, **judged)
     console = Console(stderr=True)
     if (record.get("fitted") or {}).get("band_file"):
         _print_band(console, record)
@@ -389,7 +404,7 @@ def gate_command(
 
 
 def export_command(
-    job: Annotated[str, job_option("Which job's items (tier).")],
+    job: Annotated[str, job_option("Which job's items.")],
     output: Annotated[
         Path, typer.Option("--output", "-o", metavar="FILE", help="Golden JSONL to write.")
     ],
@@ -406,18 +421,30 @@ def export_command(
     db: DbOpt = None,
 ) -> None:
     """Turn resolved review items into golden records (the human loop feeds calibration)."""
-    if job != "tier":
-        raise ConfigError(f"review export is implemented for the tier job, not {job!r}")
+    export = _evaluation_part(job, "review export", lambda e: e.review_exporter())
     texts = _texts(passages)
     scheme = TierScheme.from_file(tiers) if tiers else DEFAULT_TIERS
     with open_db(db) as store:
-        result = export_tier_reviews(
-            store.list_reviews(status="resolved", job=job), scheme=scheme, texts=texts
-        )
+        result = export(store.list_reviews(status="resolved", job=job), scheme=scheme, texts=texts)
     count = write_jsonl(output, result.records)
     for item_id, reason in result.skipped:
         err_console.print(Text(f"skipped review item {item_id}: {reason}"))
     err_console.print(Text(f"wrote {count} golden record(s) to {output}"))
+
+
+def _evaluation_part(
+    job: str, what: str, part: Callable[[Evaluation], Callable[..., Any] | None]
+) -> Callable[..., Any]:
+    """The function of ``job``'s evaluation that ``what`` runs (its calibration, its review
+    export); a job without one is a :class:`ConfigError` naming the jobs that have it."""
+    found = {
+        d.name: fn
+        for d in definitions()
+        if d.evaluation is not None and (fn := part(d.evaluation)) is not None
+    }
+    if job not in found:
+        raise ConfigError(f"{what} is implemented for the {', '.join(found)} job, not {job!r}")
+    return found[job]
 
 
 def _texts(path: Path | None) -> dict[str, str]:

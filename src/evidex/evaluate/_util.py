@@ -13,9 +13,7 @@ from evidex._text import sha256_hex
 from evidex.errors import ConfigError, InputError
 
 __all__ = [
-    "KeyedById",
     "align_rows",
-    "id_keys",
     "interval_dict",
     "joint_version",
     "jsonable",
@@ -105,22 +103,6 @@ def prf_dict(value: Any, *, support: bool = True) -> dict[str, float | int]:
     ``support``, how many gold items the label has."""
     data = {"precision": value.precision, "recall": value.recall, "f1": value.f1}
     return data | {"support": value.support} if support else data
-
-
-def id_keys(item: Any) -> list[str]:
-    """The join key of a golden record (its ``id``) or of a prediction row (its ``"id"``)."""
-    return [str(item.get("id") if isinstance(item, Mapping) else item.id)]
-
-
-class KeyedById:
-    """``group`` and ``key`` of an evaluator whose golden records are keyed by their ``id``:
-    each record is a unit of work of its own, and a prediction row joins it by its ``"id"``."""
-
-    def group(self, record: Any) -> str:
-        return str(record.id)
-
-    def key(self, item: Any) -> str:
-        return id_keys(item)[0]
 
 
 def joint_version(*templates: Any) -> str:

@@ -42,18 +42,16 @@ import numpy as np
 
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
+from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
 from evidex.evaluate._util import (
-    KeyedById,
-    align_rows,
-    id_keys,
-    interval_dict,
     joint_version,
     prf_dict,
     provenance,
     source_counts,
 )
-from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS
+from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS, wice_audit
 from evidex.evaluate.golden import AUDIT_CLASSES, AuditGolden, load_golden
+from evidex.evaluate.layouts import Layout
 from evidex.evaluate.plots import (
     confusion_section,
     excerpt,
@@ -63,10 +61,7 @@ from evidex.evaluate.plots import (
     worst_section,
 )
 from evidex.evaluate.registry import EvalOptions
-from evidex.harness.ports import StorePort
-from evidex.harness.runner import HarnessSettings
 from evidex.jobs.audit import aaudit
-from evidex.judging import Judge
 from evidex.tasks.audit import CLASSIFY_TEMPLATE, EXTRACT_TEMPLATE, ONE_PASS_TEMPLATE
 from evidex.tasks.spans import find_span
 
@@ -138,10 +133,12 @@ def _span(claim: Mapping[str, Any]) -> tuple[int, int] | None:
     return (start, end) if isinstance(start, int) and isinstance(end, int) else None
 
 
-class AuditEvaluator(KeyedById):
+class AuditEvaluator(GoldenEvaluator[AuditGolden]):
     """Evaluator for the audit job (see :mod:`evidex.evaluate.registry`)."""
 
     job = "audit"
+    what = "answer"
+    layouts = (Layout("WiCE", ("oracle_chunks/dev.jsonl",), lambda root, extra: wice_audit(root)),)
 
     @property
     def prompt_version(self) -> str:
@@ -152,57 +149,41 @@ class AuditEvaluator(KeyedById):
     def load(self, path: Path, options: EvalOptions) -> list[AuditGolden]:
         return load_golden(path, "audit", labels=AUDIT_CLASSES)
 
-    async def predict(
-        self,
-        records: Sequence[AuditGolden],
-        judge: Judge,
-        store: StorePort,
-        options: EvalOptions,
-        settings: HarnessSettings | None,
-    ) -> list[dict[str, Any]]:
-        rows = []
-        for record in records:
-            mode = _claims_mode(record, options)
-            result = await aaudit(
-                record.answer,
-                record.passages,
-                answer_id=record.id,
-                claims=[c.claim_text for c in record.claims] if mode == "gold" else None,
-                judge=judge,
-                store=store,
-                settings=settings,
-            )
-            rows.append(
-                {
-                    "id": record.id,
-                    "claims_from": mode,
-                    "claims": [
-                        {
-                            "claim_text": c.claim_text,
-                            "start": c.start,
-                            "end": c.end,
-                            "classification": c.classification,
-                            "supporting_context_ids": c.supporting_context_ids,
-                            "explanation": c.explanation,
-                            "source": c.source,
-                        }
-                        for c in result.claims
-                    ],
-                    "decision": result.decision.decision,
-                    **provenance(result),
-                }
-            )
-        return rows
+    async def predict_one(self, record: AuditGolden, run: Prediction) -> dict[str, Any]:
+        mode = _claims_mode(record, run.options)
+        result = await aaudit(
+            record.answer,
+            record.passages,
+            answer_id=record.id,
+            claims=[c.claim_text for c in record.claims] if mode == "gold" else None,
+            judge=run.judge,
+            store=run.store,
+            settings=run.settings,
+        )
+        claims = [
+            {
+                "claim_text": c.claim_text,
+                "start": c.start,
+                "end": c.end,
+                "classification": c.classification,
+                "supporting_context_ids": c.supporting_context_ids,
+                "explanation": c.explanation,
+                "source": c.source,
+            }
+            for c in result.claims
+        ]
+        return {
+            "id": record.id,
+            "claims_from": mode,
+            "claims": claims,
+            "decision": result.decision.decision,
+            **provenance(result),
+        }
 
     # ------------------------------------------------------------------ scoring
 
-    def score(
-        self,
-        records: Sequence[AuditGolden],
-        rows: Sequence[Mapping[str, Any]],
-        options: EvalOptions,
-    ) -> dict[str, Any]:
-        aligned = align_rows(records, rows, id_keys, id_keys, "answer")
+    def measure(self, scoring: Scoring[AuditGolden]) -> dict[str, Any]:
+        records, aligned, options = scoring.records, scoring.rows, scoring.options
         units: list[list[tuple[str, str]]] = []  # per answer: (gold, judge) of matched claims
         worst: list[dict[str, Any]] = []
         n_gold = n_pred = n_matched = n_agree = 0
@@ -257,12 +238,11 @@ class AuditEvaluator(KeyedById):
                 "count in claim_f1 but not in the 3-way figures"
             )
         worst.sort(key=lambda w: (-w["distance"], w["id"]))
-        return {
-            "job": "audit",
-            "labels": labels,
-            "metrics": metrics,
-            "intervals": {k: interval_dict(v) for k, v in intervals.items()},
-            "claims": {
+        return self.report(
+            metrics,
+            intervals,
+            labels=labels,
+            claims={
                 "gold": n_gold,
                 "audited": n_pred,
                 "matched": n_matched,
@@ -270,15 +250,15 @@ class AuditEvaluator(KeyedById):
                 "claim": prf_dict(graded, support=False),
                 "matching": prf_dict(matching, support=False),
             },
-            "confusion": {"labels": labels, "matrix": matrix.tolist()},
-            "levels": {level: levels.get(level, 0) for level in AUDIT_CLASSES},
-            "decisions": dict(Counter(str(row.get("decision", "unknown")) for row in aligned)),
-            "claims_from": dict(Counter(str(row.get("claims_from", "unknown")) for row in aligned)),
-            "fallbacks": sources.get("fallback", 0),
-            "sources": sources,
-            "worst": worst[: options.worst],
-            "warnings": warnings,
-        }
+            confusion={"labels": labels, "matrix": matrix.tolist()},
+            levels={level: levels.get(level, 0) for level in AUDIT_CLASSES},
+            decisions=dict(Counter(str(row.get("decision", "unknown")) for row in aligned)),
+            claims_from=dict(Counter(str(row.get("claims_from", "unknown")) for row in aligned)),
+            fallbacks=sources.get("fallback", 0),
+            sources=sources,
+            worst=worst[: options.worst],
+            warnings=warnings,
+        )
 
     # ------------------------------------------------------------------ rendering
 

@@ -18,18 +18,11 @@ from typing import Any
 import numpy as np
 
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import jsonable
+from evidex.evaluate._calibration_run import GoldenRun
 from evidex.evaluate.calibrate_cascade import acalibrate_cascade
-from evidex.evaluate.calibration import (
-    CALIBRATION_FILE,
-    calibration_record,
-    fit_thresholds,
-    scores_of,
-    tier_of_score,
-)
+from evidex.evaluate.calibration import fit_thresholds, scores_of, tier_of_score
 from evidex.evaluate.golden import TierGolden
 from evidex.evaluate.registry import EvalOptions
-from evidex.evaluate.run import aevaluate, load_records
 from evidex.harness.ports import StorePort
 from evidex.jobs import resolve_judge, sync_of
 from evidex.judges.cascade import CascadeJudge
@@ -63,24 +56,16 @@ async def acalibrate_tier(
     ``budget`` the best kappa sending at most that share (see
     :mod:`evidex.evaluate.calibrate_cascade`).
     """
-    options = options or EvalOptions()
     out = Path(out_dir)
+    run = GoldenRun(golden, store, out, sample, options or EvalOptions())
     the_judge = resolve_judge(judge, "tier", **dict(judge_options or {}))
     if isinstance(the_judge, CascadeJudge):
         out.mkdir(parents=True, exist_ok=True)
         return await acalibrate_cascade(
-            golden,
-            the_judge,
-            store=store,
-            out=out,
-            sample=sample,
-            options=options,
-            target=target,
-            budget=budget,
-            on_progress=on_progress,
+            run, the_judge, target=target, budget=budget, on_progress=on_progress
         )
     scorable = callable(getattr(the_judge, "score", None))
-    _, records = load_records("tier", golden, options, sample=sample)
+    records = run.records()
     # One progress count over both phases: the evaluation's batches, then (for a judge that
     # scores) one step per query scored for the fit, which on a CPU takes as long again.
     fit_steps = len({r.group for r in records}) if scorable else 0
@@ -91,16 +76,7 @@ async def acalibrate_tier(
         if on_progress is not None:
             on_progress(done, of + fit_steps)
 
-    report = await aevaluate(
-        "tier",
-        golden,
-        judge=the_judge,
-        store=store,
-        out_dir=out,
-        sample=sample,
-        options=options,
-        on_progress=eval_progress,
-    )
+    report = await run.evaluate(the_judge, on_progress=eval_progress)
     fitted = None
     warnings: list[str] = []
     if scorable:
@@ -111,7 +87,7 @@ async def acalibrate_tier(
                 on_progress(base + done, base + fit_steps)
 
         fitted = await _fit_on(
-            the_judge, records, list(report["tiers"]), options.seed, fit_progress
+            the_judge, records, list(report["tiers"]), run.options.seed, fit_progress
         )
         warnings = fitted.pop("warnings")
         thresholds = getattr(the_judge, "thresholds", None)
@@ -140,20 +116,7 @@ async def acalibrate_tier(
         as_option = getattr(the_judge, "cut_points_option", None)
         if callable(as_option):  # a judge that takes its cut points as an option
             fitted["judge_option"] = as_option(fitted["cut_points"])
-    record = calibration_record(
-        job="tier",
-        judge_id=the_judge.judge_id,
-        model_version=the_judge.model_version,
-        prompt_version=report["run"]["prompt_version"],
-        golden=str(golden),
-        report=report,
-        fitted=fitted,
-    )
-    record["warnings"] = warnings
-    (out / CALIBRATION_FILE).write_text(
-        json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    return record
+    return run.write(the_judge, report, fitted, warnings)
 
 
 calibrate_tier = sync_of(acalibrate_tier, "Calibrate a tier judge; see :func:`acalibrate_tier`.")

@@ -22,24 +22,18 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from evidex.evaluate import metrics as m
 from evidex.evaluate._util import jsonable
-from evidex.evaluate.calibration import (
-    CALIBRATION_FILE,
-    calibration_record,
-    fit_band,
-    scores_of,
-)
+from evidex.evaluate.calibration import fit_band, scores_of
 from evidex.evaluate.golden import TierGolden, read_jsonl
-from evidex.evaluate.registry import EvalOptions
-from evidex.evaluate.run import aevaluate, load_records
-from evidex.harness.ports import StorePort
 from evidex.judges.cascade import Band, CascadeJudge
+
+if TYPE_CHECKING:
+    from evidex.evaluate._calibration_run import GoldenRun
 
 __all__ = ["BAND_FILE", "acalibrate_cascade"]
 
@@ -48,29 +42,18 @@ RESAMPLES = 200
 
 
 async def acalibrate_cascade(
-    golden: str | Path,
+    run: GoldenRun,
     judge: CascadeJudge,
     *,
-    store: StorePort | str | None,
-    out: Path,
-    sample: int | None,
-    options: EvalOptions,
     target: float,
     on_progress: Callable[[int, int], None] | None,
     budget: float | None = None,
 ) -> dict[str, Any]:
-    """Fit and record the band of ``judge`` (see the module docstring); returns the record."""
-    report = await aevaluate(
-        "tier",
-        golden,
-        judge=judge.expensive,
-        store=store,
-        out_dir=out / "expensive",
-        sample=sample,
-        options=options,
-        on_progress=on_progress,
-    )
-    _, records = load_records("tier", golden, options, sample=sample)
+    """Fit and record the band of ``judge`` on the golden set of ``run`` (see the module
+    docstring); returns the record."""
+    out = run.out
+    report = await run.evaluate(judge.expensive, out=out / "expensive", on_progress=on_progress)
+    records = run.records()
     names = list(report["tiers"])
     predicted = {
         f"{row.get('query_id') or row['query']}\x1f{row['passage_id']}": row["tier"]
@@ -99,11 +82,11 @@ async def acalibrate_cascade(
             budget=budget,
             groups=groups,
             resamples=RESAMPLES,
-            seed=options.seed,
+            seed=run.options.seed,
         )
     )
     fitted.update(
-        _two_fold(ordered, scores, cheap, expensive, gold, names, target, budget, options.seed)
+        _two_fold(ordered, scores, cheap, expensive, gold, names, target, budget, run.options.seed)
     )
     band = Band(
         low=fitted["low"],
@@ -112,7 +95,7 @@ async def acalibrate_cascade(
         cheap_version=judge.cheap.model_version,
         expensive=judge.expensive.judge_id,
         expensive_version=judge.expensive.model_version,
-        fit={"golden": str(golden), "items": len(ordered), **fitted},
+        fit={"golden": str(run.golden), "items": len(ordered), **fitted},
     )
     band_file = out / BAND_FILE
     band_file.write_text(json.dumps(jsonable(band.to_json()), indent=2) + "\n", encoding="utf-8")
@@ -124,23 +107,14 @@ async def acalibrate_cascade(
         else f"best kappa with at most {budget:.0%} of the items sent at the 95th percentile "
         f"of {RESAMPLES} bootstrap resamples of the queries"
     )
-    record = calibration_record(
-        job="tier",
-        judge_id=judge.judge_id,
-        model_version=judge.model_version,
-        prompt_version=report["run"]["prompt_version"],
-        golden=str(golden),
-        report=report,
-        fitted=fitted,
+    return run.write(
+        judge,
+        report,
+        fitted,
+        list(report.get("warnings", [])),
+        kappa=fitted["kappa"],
+        kappa_expensive=fitted["kappa_expensive"],
     )
-    fitted.update(low=band.to_json()["low"], high=band.to_json()["high"])
-    record["kappa"] = fitted["kappa"]
-    record["kappa_expensive"] = fitted["kappa_expensive"]
-    record["warnings"] = list(report.get("warnings", []))
-    (out / CALIBRATION_FILE).write_text(
-        json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    return record
 
 
 def _two_fold(

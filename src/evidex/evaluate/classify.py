@@ -35,23 +35,19 @@ import numpy as np
 from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import (
-    KeyedById,
-    align_rows,
-    id_keys,
-    interval_dict,
-    prf_dict,
-    provenance,
-    source_counts,
+from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
+from evidex.evaluate._util import prf_dict, provenance, source_counts
+from evidex.evaluate.datasets import (
+    SCIFACT_CONSTRAINTS,
+    SCIFACT_LABELS,
+    SCIFACT_TAXONOMY,
+    scifact_classify,
 )
-from evidex.evaluate.datasets import SCIFACT_CONSTRAINTS, SCIFACT_LABELS, SCIFACT_TAXONOMY
 from evidex.evaluate.golden import ClassifyGolden, load_golden
+from evidex.evaluate.layouts import Layout
 from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value, worst_section
 from evidex.evaluate.registry import EvalOptions
-from evidex.harness.ports import StorePort
-from evidex.harness.runner import HarnessSettings
 from evidex.jobs.classify import ClassifyResult, aclassify
-from evidex.judging import Judge
 from evidex.tasks.classify import CLASSIFY_TEMPLATE
 from evidex.taxonomy import Taxonomy
 
@@ -140,10 +136,17 @@ def _label_list(row: Mapping[str, Any]) -> list[str]:
     return labels
 
 
-class ClassifyEvaluator(KeyedById):
+class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
     """Evaluator for the classify job (see :mod:`evidex.evaluate.registry`)."""
 
     job = "classify"
+    layouts = (
+        Layout(
+            "SciFact",
+            ("claims_train.jsonl", "corpus.jsonl"),
+            lambda root, extra: scifact_classify(root),
+        ),
+    )
 
     @property
     def prompt_version(self) -> str:
@@ -154,63 +157,48 @@ class ClassifyEvaluator(KeyedById):
         names = Taxonomy.parse(given).names if given is not None else None
         return load_golden(path, "classify", labels=names)
 
-    async def predict(
-        self,
-        records: Sequence[ClassifyGolden],
-        judge: Judge,
-        store: StorePort,
-        options: EvalOptions,
-        settings: HarnessSettings | None,
-    ) -> list[dict[str, Any]]:
-        taxonomy, scifact = _taxonomy([x for r in records for x in r.labels], options)
+    async def predict_one(self, record: ClassifyGolden, run: Prediction) -> dict[str, Any]:
+        taxonomy, scifact = _taxonomy(record.labels, run.options)
         if taxonomy is None:
             raise ConfigError(
                 "the golden labels are not SciFact's, and a judge cannot classify by label "
                 "names alone: give the taxonomy with its definitions (--labels FILE)"
             )
-        abstain = _abstain(taxonomy, options)
-        audit_rows = getattr(store, "audit_rows", None)
-        rows = []
-        for record in records:
-            result = await aclassify(
-                record.input,
-                record.passages,
-                taxonomy,
-                judge=judge,
-                store=store,
-                settings=settings,
-                multi_label=bool(options.extra.get("multi_label", False)),
-                constraints=SCIFACT_CONSTRAINTS if scifact else None,
+        abstain = _abstain(taxonomy, run.options)
+        result = await aclassify(
+            record.input,
+            record.passages,
+            taxonomy,
+            judge=run.judge,
+            store=run.store,
+            settings=run.settings,
+            multi_label=bool(run.options.extra.get("multi_label", False)),
+            constraints=SCIFACT_CONSTRAINTS if scifact else None,
+        )
+        row: dict[str, Any] = {
+            "id": record.id,
+            "labels": predicted_labels(result, abstain),
+            "cited": cited_passages(result, abstain),
+            "confidence": {a.label: a.confidence for a in result.classifications},
+            "rationale": _rationale(result),
+            **provenance(result),
+        }
+        audit_rows = getattr(run.store, "audit_rows", None)
+        if callable(audit_rows):
+            texts = {p.passage_id: p.text for p in record.passages}
+            verbatim, total = raw_quote_counts(
+                audit_rows(run_id=result.run_id, job=self.job), texts
             )
-            row: dict[str, Any] = {
-                "id": record.id,
-                "labels": predicted_labels(result, abstain),
-                "cited": cited_passages(result, abstain),
-                "confidence": {a.label: a.confidence for a in result.classifications},
-                "rationale": _rationale(result),
-                **provenance(result),
-            }
-            if callable(audit_rows):
-                texts = {p.passage_id: p.text for p in record.passages}
-                verbatim, total = raw_quote_counts(
-                    audit_rows(run_id=result.run_id, job="classify"), texts
-                )
-                row["quotes"] = {"verbatim": verbatim, "total": total}
-            rows.append(row)
-        return rows
+            row["quotes"] = {"verbatim": verbatim, "total": total}
+        return row
 
     # ------------------------------------------------------------------ scoring
 
-    def score(
-        self,
-        records: Sequence[ClassifyGolden],
-        rows: Sequence[Mapping[str, Any]],
-        options: EvalOptions,
-    ) -> dict[str, Any]:
+    def measure(self, scoring: Scoring[ClassifyGolden]) -> dict[str, Any]:
+        records, aligned, options = scoring.records, scoring.rows, scoring.options
         gold_labels = [x for r in records for x in r.labels]
         taxonomy, _ = _taxonomy(gold_labels, options)
         names = taxonomy.names if taxonomy else sorted(set(gold_labels))
-        aligned = align_rows(records, rows, id_keys, id_keys, "item")
         pred = [_label_list(row) for row in aligned]
         for row, labels in zip(aligned, pred, strict=True):
             unknown = [x for x in labels if x not in names]
@@ -256,24 +244,23 @@ class ClassifyEvaluator(KeyedById):
                 f"{len(records) - len(single)} golden item(s) have several labels: they count "
                 "in accuracy and macro-F1 but not in the confusion matrix"
             )
-        return {
-            "job": "classify",
-            "labels": names,
-            "metrics": metrics,
-            "intervals": {"accuracy": interval_dict(acc), "macro_f1": interval_dict(f1)},
-            "confusion": {"labels": columns, "matrix": matrix.tolist()},
-            "per_label": {
+        return self.report(
+            metrics,
+            {"accuracy": acc, "macro_f1": f1},
+            labels=names,
+            confusion={"labels": columns, "matrix": matrix.tolist()},
+            per_label={
                 label: prf_dict(v)
                 for label, v in m.per_label_agreement(gold1, pred1, columns).items()
                 if label != NO_LABEL
             },
-            "quotes": {"verbatim": verbatim, "total": quotes},
-            "fallbacks": sources.get("fallback", 0),
-            "sources": sources,
-            "predicted": dict(Counter(x for p in pred for x in p)),
-            "worst": _worst(records, aligned, options.worst),
-            "warnings": warnings,
-        }
+            quotes={"verbatim": verbatim, "total": quotes},
+            fallbacks=sources.get("fallback", 0),
+            sources=sources,
+            predicted=dict(Counter(x for p in pred for x in p)),
+            worst=_worst(records, aligned, options.worst),
+            warnings=warnings,
+        )
 
     # ------------------------------------------------------------------ rendering
 

@@ -3,6 +3,9 @@
 Each reader takes the folder of one data set laid out as in the project's shared data (see
 ``docs/evaluation.md``) and returns golden records; nothing is downloaded.
 
+Which job reads which layout is its evaluator's (``layouts``: a
+:class:`~evidex.evaluate.layouts.Layout` each, naming the reader below).
+
 - **LLMJudge** (``queries.tsv``, ``qrels_dev.txt``, ``passages.jsonl`` with ``docid``/``doc``)
   → tier pairs. Grades 0-3 map to the default tiers: 3 directly-supporting,
   2 contextually-relevant, 1 tangentially-related, 0 irrelevant (:func:`tiers_from_grades`).
@@ -43,7 +46,7 @@ from evidex.evaluate.golden import (
     read_jsonl,
     tiers_from_grades,
 )
-from evidex.evaluate.layouts import LAYOUTS, layout_job
+from evidex.evaluate.layouts import Layout, layout_job
 from evidex.taxonomy import Taxonomy
 from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 
@@ -57,6 +60,7 @@ __all__ = [
     "layout_job",
     "llmjudge_tier",
     "load_layout",
+    "scheme_of",
     "scifact_classify",
     "trec_dl_rerank",
     "trec_dl_tier",
@@ -100,39 +104,32 @@ SCIFACT_CONSTRAINTS = (
 def load_layout(root: str | Path, job: str, extra: Mapping[str, Any] | None = None) -> list[Any]:
     """Golden records of ``job`` from a data set folder (see the module docstring).
 
-    ``extra`` may carry ``tiers`` (a :class:`TierScheme`, tier) and ``pool`` (``run`` or
-    ``judged``, rerank). A folder without the layout ``job`` reads is a :class:`ConfigError`
-    naming the files it looked for.
+    The job's evaluator says which layouts it reads (its ``layouts``), tried in its order;
+    ``extra`` carries the evaluation's job-specific options (tier: ``tiers``, a
+    :class:`TierScheme`; rerank: ``pool``, ``run`` or ``judged``). A folder without a layout
+    the job reads is a :class:`ConfigError` naming the files it looked for.
     """
+    from evidex.evaluate.registry import get_evaluator
+
     root = Path(root)
-    extra = extra or {}
-    scheme = extra.get("tiers")
-    scheme = scheme if isinstance(scheme, TierScheme) else DEFAULT_TIERS
-    records: list[Any]
-    if job == "tier" and (root / "qrels_dev.txt").is_file():
-        records = llmjudge_tier(root, scheme)
-    elif job == "tier" and (root / "qrels.txt").is_file():
-        records = trec_dl_tier(root, scheme)
-    elif job in LAYOUTS and layout_job(root) == job:
-        if job == "rerank":
-            pool = str(extra.get("pool", "run"))
-            if pool not in ("run", "judged"):
-                raise ConfigError(f"the rerank pool is 'run' or 'judged', got {pool!r}")
-            records = trec_dl_rerank(root, pool="judged" if pool == "judged" else "run")
-        else:
-            records = scifact_classify(root) if job == "classify" else wice_audit(root)
-    else:
-        wanted = {
-            "tier": "qrels_dev.txt (LLMJudge) or qrels.txt (TREC DL)",
-            **{j: ", ".join(files) for j, files in LAYOUTS.items()},
-        }
+    layouts: tuple[Layout, ...] = tuple(getattr(get_evaluator(job), "layouts", ()))
+    layout = next((one for one in layouts if one.holds(root)), None)
+    if layout is None:
+        wanted = " or ".join(one.describe() for one in layouts) or "a golden JSONL file"
         raise ConfigError(
-            f"{root} is a folder without the {job} data layout; expected "
-            f"{wanted.get(job, 'a golden JSONL file')} (or give a golden JSONL file)"
+            f"{root} is a folder without the {job} data layout; expected {wanted} "
+            "(or give a golden JSONL file)"
         )
+    records = layout.read(root, extra or {})
     if not records:
         raise InputError("the data set folder yields no golden items", where=str(root))
     return records
+
+
+def scheme_of(extra: Mapping[str, Any]) -> TierScheme:
+    """The tier scheme of an evaluation's options (``extra["tiers"]``), else the default."""
+    scheme = extra.get("tiers")
+    return scheme if isinstance(scheme, TierScheme) else DEFAULT_TIERS
 
 
 def llmjudge_tier(root: str | Path, scheme: TierScheme = DEFAULT_TIERS) -> list[TierGolden]:

@@ -3,9 +3,11 @@
 An evaluator is a small object with the interface below; :func:`evidex.evaluate.run.evaluate`
 does the rest (sampling, the resumable progress file, the progress bar, writing
 ``predictions.jsonl``, ``report.json`` and ``report.md``, the stale-calibration warning).
-To add a job, write ``evidex/evaluate/<job>.py`` with a class implementing :class:`Evaluator`
-and add one row to :data:`EVALUATORS` (``"job": "module:Class"``, imported lazily), or call
-:func:`register_evaluator` at run time.
+Which evaluator a job has is part of the job's definition (its ``evaluation``, see
+:class:`evidex.jobs.Evaluation`): to add one, write ``evidex/evaluate/<job>.py`` with a class
+implementing :class:`Evaluator` (most derive from :class:`evidex.evaluate._base.GoldenEvaluator`)
+and name it in the definition. :func:`register_evaluator` puts another one in its place at run
+time (kept in :data:`EVALUATORS`, which the definitions are read after).
 
 The interface, in the order the runner uses it::
 
@@ -32,7 +34,6 @@ in ``options.extra`` so the shared runner never needs to know them.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from typing import Any, Protocol
 from evidex.errors import ConfigError
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
+from evidex.jobs import definition, definitions, job_names
 from evidex.judging import Judge
 
 __all__ = [
@@ -106,12 +108,9 @@ class Evaluator(Protocol):
     def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str: ...
 
 
-EVALUATORS: dict[str, str | Evaluator] = {
-    "tier": "evidex.evaluate.tier:TierEvaluator",
-    "rerank": "evidex.evaluate.rerank:RerankEvaluator",
-    "classify": "evidex.evaluate.classify:ClassifyEvaluator",
-    "audit": "evidex.evaluate.audit:AuditEvaluator",
-}
+EVALUATORS: dict[str, Evaluator] = {}
+"""Evaluators put in place at run time (:func:`register_evaluator`) and those already built
+from the definitions, by job."""
 
 
 def register_evaluator(evaluator: Evaluator) -> None:
@@ -119,14 +118,22 @@ def register_evaluator(evaluator: Evaluator) -> None:
     EVALUATORS[evaluator.job] = evaluator
 
 
+def _evaluated() -> list[str]:
+    """The registered jobs that declare an evaluation, and the jobs registered at run time."""
+    declared = [d.name for d in definitions() if d.evaluation is not None]
+    return sorted({*declared, *EVALUATORS})
+
+
 def get_evaluator(job: str) -> Evaluator:
-    """The evaluator of ``job``; an unknown job is a :class:`ConfigError` naming the known ones."""
-    target = EVALUATORS.get(job)
-    if target is None:
-        known = ", ".join(sorted(EVALUATORS))
+    """The evaluator of ``job``: the one registered at run time, else the one its definition
+    names; a job without one is a :class:`ConfigError` naming the jobs that have one."""
+    found = EVALUATORS.get(job)
+    if found is not None:
+        return found
+    evaluation = definition(job).evaluation if job in job_names() else None
+    if evaluation is None:
+        known = ", ".join(_evaluated())
         raise ConfigError(f"no evaluator for job {job!r}; jobs with an evaluator: {known}")
-    if isinstance(target, str):
-        module_name, _, attr = target.partition(":")
-        target = getattr(importlib.import_module(module_name), attr)()
-        EVALUATORS[job] = target
-    return target
+    built: Evaluator = evaluation.make_evaluator()
+    EVALUATORS[job] = built
+    return built

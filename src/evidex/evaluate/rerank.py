@@ -29,30 +29,24 @@ from typing import Any
 
 import numpy as np
 
-from evidex.errors import InputError
+from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import (
-    align_rows,
-    interval_dict,
-    joint_version,
-    provenance,
-    source_counts,
-)
+from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring, declared_measures
+from evidex.evaluate._util import interval_dict, joint_version, provenance, source_counts
+from evidex.evaluate.datasets import trec_dl_rerank
 from evidex.evaluate.golden import RerankGolden, load_golden
+from evidex.evaluate.layouts import Layout
 from evidex.evaluate.plots import excerpt, fmt_counts, fmt_interval, fmt_value
 from evidex.evaluate.registry import EvalOptions
-from evidex.harness.ports import StorePort
-from evidex.harness.runner import HarnessSettings
 from evidex.jobs.rerank import DEFAULT_TOP_K, DEFAULT_TOP_N, arerank
-from evidex.judging import Judge
 from evidex.tasks.rerank import PAIR_TEMPLATE, RERANK_TEMPLATE, SCORE_TEMPLATE
 
 __all__ = ["DEFAULT_STRATEGY", "MEASURES", "RerankEvaluator", "retrieval_order"]
 
 DEFAULT_STRATEGY = "pointwise"
-MEASURES = ("nDCG@10", "P@10", "P(rel=2)@10", "RR", "RR(rel=2)")
-"""Report keys (canonical measure strings): grade ≥ 1 is relevant unless ``rel`` says more;
-TREC DL's binary figures conventionally use ``rel=2``."""
+MEASURES = declared_measures("rerank")
+"""Report keys (canonical measure strings, declared in the job's definition): grade ≥ 1 is
+relevant unless ``rel`` says more; TREC DL's binary figures conventionally use ``rel=2``."""
 _SHOWN = 3
 """Passages of the judge's ranking shown for each of the worst queries."""
 
@@ -75,10 +69,6 @@ def retrieval_order(record: RerankGolden) -> list[str]:
     return [p.passage_id for p in items]
 
 
-def _record_keys(record: RerankGolden) -> list[str]:
-    return [record.group, record.query]
-
-
 def _row_keys(row: Mapping[str, Any]) -> list[str]:
     return [str(k) for k in (row.get("query_id"), row.get("query")) if k]
 
@@ -93,10 +83,26 @@ def _ranking(row: Mapping[str, Any]) -> list[str]:
     return [str(x) for x in ranking]
 
 
-class RerankEvaluator:
+def _read_trec_dl(root: Path, extra: Mapping[str, Any]) -> list[RerankGolden]:
+    """A TREC DL folder's queries, with the candidate pool ``extra["pool"]`` names."""
+    pool = str(extra.get("pool", "run"))
+    if pool not in ("run", "judged"):
+        raise ConfigError(f"the rerank pool is 'run' or 'judged', got {pool!r}")
+    return trec_dl_rerank(root, pool="judged" if pool == "judged" else "run")
+
+
+class RerankEvaluator(GoldenEvaluator[RerankGolden]):
     """Evaluator for the rerank job (see :mod:`evidex.evaluate.registry`)."""
 
     job = "rerank"
+    what = "query"
+    layouts = (
+        Layout(
+            "TREC DL",
+            ("queries.tsv", "qrels.txt", "passages.jsonl", "bm25_top100.run"),
+            _read_trec_dl,
+        ),
+    )
 
     @property
     def prompt_version(self) -> str:
@@ -107,56 +113,38 @@ class RerankEvaluator:
     def load(self, path: Path, options: EvalOptions) -> list[RerankGolden]:
         return load_golden(path, "rerank")
 
-    def group(self, record: RerankGolden) -> str:
-        return record.group
+    def record_keys(self, record: RerankGolden) -> list[str]:
+        return [record.group, record.query]
 
-    def key(self, item: Any) -> str:
-        return item.group if isinstance(item, RerankGolden) else _row_keys(item)[0]
+    def row_keys(self, row: Mapping[str, Any]) -> list[str]:
+        return _row_keys(row)
 
-    async def predict(
-        self,
-        records: Sequence[RerankGolden],
-        judge: Judge,
-        store: StorePort,
-        options: EvalOptions,
-        settings: HarnessSettings | None,
-    ) -> list[dict[str, Any]]:
-        rows = []
-        for record in records:
-            result = await arerank(
-                record.query,
-                record.candidates,
-                strategy=str(options.extra.get("strategy") or DEFAULT_STRATEGY),
-                top_k=int(options.extra.get("top_k") or DEFAULT_TOP_K),
-                top_n=int(options.extra.get("top_n") or DEFAULT_TOP_N),
-                judge=judge,
-                store=store,
-                settings=settings,
-            )
-            rows.append(
-                {
-                    "query_id": record.query_id,
-                    "query": record.query,
-                    "ranking": result.ids(),
-                    "justifications": {
-                        r.passage_id: r.justification for r in result.ranked_passages[:10]
-                    },
-                    "strategy": result.strategy,
-                    "prompt_version": result.prompt_version,
-                    **provenance(result),
-                }
-            )
-        return rows
+    async def predict_one(self, record: RerankGolden, run: Prediction) -> dict[str, Any]:
+        extra = run.options.extra
+        result = await arerank(
+            record.query,
+            record.candidates,
+            strategy=str(extra.get("strategy") or DEFAULT_STRATEGY),
+            top_k=int(extra.get("top_k") or DEFAULT_TOP_K),
+            top_n=int(extra.get("top_n") or DEFAULT_TOP_N),
+            judge=run.judge,
+            store=run.store,
+            settings=run.settings,
+        )
+        return {
+            "query_id": record.query_id,
+            "query": record.query,
+            "ranking": result.ids(),
+            "justifications": {r.passage_id: r.justification for r in result.ranked_passages[:10]},
+            "strategy": result.strategy,
+            "prompt_version": result.prompt_version,
+            **provenance(result),
+        }
 
     # ------------------------------------------------------------------ scoring
 
-    def score(
-        self,
-        records: Sequence[RerankGolden],
-        rows: Sequence[Mapping[str, Any]],
-        options: EvalOptions,
-    ) -> dict[str, Any]:
-        aligned = align_rows(records, rows, _record_keys, _row_keys, "query")
+    def measure(self, scoring: Scoring[RerankGolden]) -> dict[str, Any]:
+        records, aligned, options = scoring.records, scoring.rows, scoring.options
         units = []
         for record, row in zip(records, aligned, strict=True):
             judged, base = _ranking(row), retrieval_order(record)
@@ -166,9 +154,7 @@ class RerankEvaluator:
                     "baseline": {k: f(base, record.grades) for k, f in _COMPUTE.items()},
                 }
             )
-        intervals: dict[str, Any] = {}
-        for key in MEASURES:
-            intervals[key] = interval_dict(_mean_ci(units, "judge", key, options))
+        intervals = {key: _mean_ci(units, "judge", key, options) for key in MEASURES}
         lift = m.bootstrap_ci(
             units,
             lambda s: _mean([u["judge"]["nDCG@10"] - u["baseline"]["nDCG@10"] for u in s]),
@@ -191,23 +177,22 @@ class RerankEvaluator:
         sources, warnings = source_counts(aligned, "rankings (retrieval order kept)")
         if not any(any(g > 0 for g in r.grades.values()) for r in records):
             warnings.append("no golden query has a relevant passage: every figure is 0")
-        return {
-            "job": "rerank",
-            "gain": "linear",
-            "metrics": metrics,
-            "intervals": intervals,
-            "baseline": baseline,
-            "lift": {
+        return self.report(
+            metrics,
+            intervals,
+            gain="linear",
+            baseline=baseline,
+            lift={
                 "measure": "nDCG@10",
                 "value": lift.value,
                 **interval_dict(lift),
             },
-            "per_query": per_query,
-            "worst": _worst(records, aligned, per_query, options.worst),
-            "strategies": dict(Counter(str(row.get("strategy", "unknown")) for row in aligned)),
-            "sources": sources,
-            "warnings": warnings,
-        }
+            per_query=per_query,
+            worst=_worst(records, aligned, per_query, options.worst),
+            strategies=dict(Counter(str(row.get("strategy", "unknown")) for row in aligned)),
+            sources=sources,
+            warnings=warnings,
+        )
 
     # ------------------------------------------------------------------ rendering
 

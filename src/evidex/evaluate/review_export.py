@@ -1,39 +1,78 @@
 """Reviewer decisions become golden labels: resolved review items → golden records.
 
 This closes the human loop of the spec: what people decide in the review queue feeds the next
-calibration. For the tier job a resolved item's ``decision`` may be
+calibration. Every job's decisions become rows of its own golden format
+(:mod:`evidex.evaluate.golden`), the rows its evaluator reads; how a decision becomes a row is
+the job's review payload model's (``JobDefinition.review``, :mod:`evidex.jobs._review`):
 
-- a tier name: the golden tier of every passage of the item;
-- a JSON object ``{"passage_id": "tier", ...}``: one tier per passage;
-- ``accept``: the graded tier was right (items that carry the judge's ``assignment``, such as
-  high-risk top-tier samples); for a fallback item there is no graded tier to accept;
-- ``reject``: says only what the tier is not, so it gives no golden label.
+- **tier**: a tier name (every passage of the item), a JSON object of passage id → tier, or
+  ``accept`` of a graded tier → one :class:`TierGolden` per passage;
+- **rerank**: a ranking (or ``accept`` of a grounding check's order) → one
+  :class:`RerankGolden` whose grades are the ranking's positions;
+- **classify**: a label, a JSON array of labels or ``accept`` of the judge's →
+  one :class:`ClassifyGolden`;
+- **audit**: a status for every claim, a JSON object of claim id → status or ``accept`` of the
+  judge's grades → one :class:`AuditGolden` with the answer and its claims.
 
-Golden tier records need the passage text. It is taken from the item's payload when the job
-put it there (``passages`` or ``assignment.text``), else from ``texts`` (passage id → text,
-e.g. the corpus the run was made from). Items that cannot be turned into a label are returned
-as skipped, each with its reason: nothing is dropped silently.
+``reject`` says only what the grade is not, and an answer decision (publish / review / block)
+nothing of its claims: they give no label. Rows need the passage texts: taken from the item's
+payload when the job put them there, else from ``texts`` (passage id → text, e.g. the corpus
+the run was made from). Items that cannot be turned into a label are returned as skipped, each
+with its reason: nothing is dropped silently.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from evidex.errors import InputError
-from evidex.evaluate.golden import TierGolden
+from evidex.jobs import ExportContext, review_kind
 from evidex.types import DEFAULT_TIERS, TierScheme
 
-__all__ = ["ExportResult", "export_tier_reviews"]
+__all__ = [
+    "ExportResult",
+    "export_audit_reviews",
+    "export_classify_reviews",
+    "export_rerank_reviews",
+    "export_reviews",
+    "export_tier_reviews",
+]
 
 
 @dataclass
 class ExportResult:
-    records: list[TierGolden] = field(default_factory=list)
+    records: list[Any] = field(default_factory=list)
+    """Golden rows of the job's format (:data:`evidex.evaluate.golden.GOLDEN_TYPES`)."""
     skipped: list[tuple[int, str]] = field(default_factory=list)
     """(review item id, why it gave no golden label)."""
+
+
+def export_reviews(
+    items: Iterable[Mapping[str, Any]],
+    job: str,
+    *,
+    scheme: TierScheme | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> ExportResult:
+    """Golden records of ``job`` from its resolved review items (others are ignored).
+    ``scheme``: the tiers a tier decision is checked against (default: the item's own)."""
+    kind = review_kind(job)
+    context = ExportContext(texts=dict(texts or {}), scheme=scheme)
+    result = ExportResult()
+    for item in items:
+        if item.get("job") != job or item.get("status") != "resolved":
+            continue
+        item_id = int(item["id"])
+        try:
+            records, partial = kind.golden(item, context)
+        except (InputError, ValueError) as exc:  # ValueError: a decision that is not JSON
+            result.skipped.append((item_id, str(exc)))
+            continue
+        result.records += records
+        result.skipped += [(item_id, reason) for reason in partial]
+    return result
 
 
 def export_tier_reviews(
@@ -42,66 +81,27 @@ def export_tier_reviews(
     scheme: TierScheme = DEFAULT_TIERS,
     texts: Mapping[str, str] | None = None,
 ) -> ExportResult:
-    """Golden tier records from resolved tier review items (others are ignored)."""
-    result = ExportResult()
-    texts = texts or {}
-    for item in items:
-        if item.get("job") != "tier" or item.get("status") != "resolved":
-            continue
-        item_id = int(item["id"])
-        payload: Mapping[str, Any] = item.get("payload") or {}
-        query = str(payload.get("query") or "").strip()
-        if not query:
-            result.skipped.append((item_id, "the item's payload has no query"))
-            continue
-        try:
-            tiers = _decided_tiers(item, scheme)
-        except InputError as exc:
-            result.skipped.append((item_id, str(exc)))
-            continue
-        known = _payload_texts(payload)
-        for pid, tier in tiers.items():
-            text = known.get(pid) or texts.get(pid)
-            if not text:
-                result.skipped.append((item_id, f"no text for passage {pid!r}; pass the corpus"))
-                continue
-            result.records.append(TierGolden(query=query, passage_id=pid, text=text, tier=tier))
-    return result
+    """Golden tier records from resolved tier review items (others are ignored); decisions
+    are checked against ``scheme``."""
+    return export_reviews(items, "tier", scheme=scheme, texts=texts)
 
 
-def _decided_tiers(item: Mapping[str, Any], scheme: TierScheme) -> dict[str, str]:
-    decision = str(item.get("decision") or "").strip()
-    ids = [str(p) for p in item.get("passage_ids") or []]
-    payload = item.get("payload") or {}
-    if decision in scheme.names:
-        return dict.fromkeys(ids, decision)
-    if decision.lower() == "accept":
-        assignment = payload.get("assignment")
-        if not isinstance(assignment, dict) or assignment.get("tier") not in scheme.names:
-            raise InputError("'accept' on an item without a graded tier (a fallback) says no tier")
-        return {str(assignment.get("passage_id", ids[0] if ids else "")): assignment["tier"]}
-    if decision.lower() == "reject":
-        raise InputError("'reject' says what the tier is not, not what it is")
-    if decision.startswith("{"):
-        try:
-            mapping = json.loads(decision)
-        except ValueError as exc:
-            raise InputError(f"the decision is not valid JSON: {exc}") from exc
-        bad = {k: v for k, v in mapping.items() if v not in scheme.names}
-        if bad:
-            raise InputError(f"decision tiers {bad} are not among {scheme.names}")
-        return {str(k): str(v) for k, v in mapping.items()}
-    raise InputError(f"decision {decision!r} is not a tier of {scheme.names}, accept or reject")
+def export_rerank_reviews(
+    items: Iterable[Mapping[str, Any]], *, texts: Mapping[str, str] | None = None, **_: Any
+) -> ExportResult:
+    """Golden rerank records from resolved rerank review items (others are ignored)."""
+    return export_reviews(items, "rerank", texts=texts)
 
 
-def _payload_texts(payload: Mapping[str, Any]) -> dict[str, str]:
-    found: dict[str, str] = {}
-    passages = payload.get("passages")
-    if isinstance(passages, list):
-        for p in passages:
-            if isinstance(p, dict) and p.get("text"):
-                found[str(p.get("passage_id"))] = str(p["text"])
-    assignment = payload.get("assignment")
-    if isinstance(assignment, dict) and assignment.get("text"):
-        found[str(assignment.get("passage_id"))] = str(assignment["text"])
-    return found
+def export_classify_reviews(
+    items: Iterable[Mapping[str, Any]], *, texts: Mapping[str, str] | None = None, **_: Any
+) -> ExportResult:
+    """Golden classify records from resolved classify review items (others are ignored)."""
+    return export_reviews(items, "classify", texts=texts)
+
+
+def export_audit_reviews(
+    items: Iterable[Mapping[str, Any]], *, texts: Mapping[str, str] | None = None, **_: Any
+) -> ExportResult:
+    """Golden audit records from resolved audit review items (others are ignored)."""
+    return export_reviews(items, "audit", texts=texts)

@@ -26,8 +26,11 @@ import numpy as np
 
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
-from evidex.evaluate._util import align_rows, interval_dict, prf_dict, provenance
+from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
+from evidex.evaluate._util import align_rows, prf_dict, provenance
+from evidex.evaluate.datasets import llmjudge_tier, scheme_of, trec_dl_tier
 from evidex.evaluate.golden import TierGolden, load_golden
+from evidex.evaluate.layouts import Layout
 from evidex.evaluate.plots import (
     confusion_markdown,
     confusion_png,
@@ -38,11 +41,10 @@ from evidex.evaluate.plots import (
 )
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
-from evidex.harness.runner import HarnessSettings
 from evidex.jobs.tier import DEFAULT_BATCH, atier
 from evidex.judging import Judge
 from evidex.tasks.tier import TIER_TEMPLATE
-from evidex.types import DEFAULT_TIERS, Passage, TierScheme
+from evidex.types import Passage, TierScheme
 
 __all__ = ["KAPPA_BAR", "TierEvaluator", "align_tier_predictions"]
 
@@ -51,8 +53,11 @@ KAPPA_BAR = 0.7
 
 
 def _scheme(options: EvalOptions) -> TierScheme:
-    scheme = options.extra.get("tiers")
-    return scheme if isinstance(scheme, TierScheme) else DEFAULT_TIERS
+    return scheme_of(options.extra)
+
+
+def _record_keys(record: TierGolden) -> list[str]:
+    return [record.key, f"{record.query}\x1f{record.passage_id}"]
 
 
 def _row_keys(row: Mapping[str, Any]) -> list[str]:
@@ -76,19 +81,25 @@ def align_tier_predictions(
                 f"not one of {scheme.names}"
             )
     return align_rows(
-        records,
-        rows,
-        lambda r: [r.key, f"{r.query}\x1f{r.passage_id}"],
-        _row_keys,
-        "pair",
-        label=lambda r: f"{r.group}/{r.passage_id}",
+        records, rows, _record_keys, _row_keys, "pair", label=lambda r: f"{r.group}/{r.passage_id}"
     )
 
 
-class TierEvaluator:
-    """Evaluator for the tier job (see :mod:`evidex.evaluate.registry`)."""
+class TierEvaluator(GoldenEvaluator[TierGolden]):
+    """Evaluator for the tier job (see :mod:`evidex.evaluate.registry`): one query's pairs
+    are one group, judged in one job call."""
 
     job = "tier"
+    what = "pair"
+    layouts = (
+        Layout("LLMJudge", ("qrels_dev.txt",), lambda root, x: llmjudge_tier(root, scheme_of(x))),
+        Layout(
+            "TREC DL",
+            ("qrels.txt",),
+            lambda root, x: trec_dl_tier(root, scheme_of(x)),
+            detect=False,
+        ),
+    )
 
     @property
     def prompt_version(self) -> str:
@@ -100,26 +111,29 @@ class TierEvaluator:
     def group(self, record: TierGolden) -> str:
         return record.group
 
-    def key(self, item: Any) -> str:
-        return item.key if isinstance(item, TierGolden) else _row_keys(item)[0]
+    def record_keys(self, record: TierGolden) -> list[str]:
+        return _record_keys(record)
 
-    async def predict(
-        self,
-        records: Sequence[TierGolden],
-        judge: Judge,
-        store: StorePort,
-        options: EvalOptions,
-        settings: HarnessSettings | None,
+    def row_keys(self, row: Mapping[str, Any]) -> list[str]:
+        return _row_keys(row)
+
+    def align(
+        self, records: Sequence[TierGolden], rows: Sequence[Mapping[str, Any]], options: EvalOptions
+    ) -> list[Mapping[str, Any]]:
+        return align_tier_predictions(records, rows, _scheme(options))
+
+    async def predict_group(
+        self, records: Sequence[TierGolden], run: Prediction
     ) -> list[dict[str, Any]]:
         first = records[0]
         result = await atier(
             first.query,
             [Passage(passage_id=r.passage_id, text=r.text) for r in records],
-            judge=judge,
-            store=store,
-            tiers=_scheme(options),
-            batch_size=int(options.extra.get("batch_size", DEFAULT_BATCH)),
-            settings=settings,
+            judge=run.judge,
+            store=run.store,
+            tiers=_scheme(run.options),
+            batch_size=int(run.options.extra.get("batch_size", DEFAULT_BATCH)),
+            settings=run.settings,
         )
         return [
             {
@@ -151,15 +165,10 @@ class TierEvaluator:
 
     # ------------------------------------------------------------------ scoring
 
-    def score(
-        self,
-        records: Sequence[TierGolden],
-        rows: Sequence[Mapping[str, Any]],
-        options: EvalOptions,
-    ) -> dict[str, Any]:
+    def measure(self, scoring: Scoring[TierGolden]) -> dict[str, Any]:
+        records, aligned, options = scoring.records, scoring.rows, scoring.options
         scheme = _scheme(options)
         names = scheme.names
-        aligned = align_tier_predictions(records, rows, scheme)
         gold = [r.tier for r in records]
         pred = [str(row["tier"]) for row in aligned]
         pairs = list(zip(gold, pred, strict=True))
@@ -192,25 +201,22 @@ class TierEvaluator:
         if len(set(gold)) < 2:
             warnings.append("the golden set uses a single tier: kappa is undefined")
         kappa = metrics["kappa"]
-        return {
-            "job": "tier",
-            "tiers": names,
-            "metrics": metrics,
-            "intervals": {k: interval_dict(v) for k, v in intervals.items()},
-            "bar": {
+        return self.report(
+            metrics,
+            intervals,
+            tiers=names,
+            bar={
                 "measure": "kappa",
                 "floor": KAPPA_BAR,
                 "passed": bool(not math.isnan(kappa) and kappa >= KAPPA_BAR),
             },
-            "confusion": {"labels": names, "matrix": matrix.tolist()},
-            "per_tier": {
-                t: prf_dict(v) for t, v in m.per_label_agreement(gold, pred, names).items()
-            },
-            "boundaries": m.boundary_confusions(matrix, names),
-            "sources": dict(sources),
-            "worst": _worst(records, aligned, names, options.worst),
-            "warnings": warnings,
-        }
+            confusion={"labels": names, "matrix": matrix.tolist()},
+            per_tier={t: prf_dict(v) for t, v in m.per_label_agreement(gold, pred, names).items()},
+            boundaries=m.boundary_confusions(matrix, names),
+            sources=dict(sources),
+            worst=_worst(records, aligned, names, options.worst),
+            warnings=warnings,
+        )
 
     # ------------------------------------------------------------------ rendering
 

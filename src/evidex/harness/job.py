@@ -174,12 +174,13 @@ class JobRun:
     def review_request(
         self,
         reason: str,
-        payload: dict[str, Any],
+        payload: BaseModel | dict[str, Any],
         passage_ids: Sequence[str] = (),
         *,
         passages: Sequence[Passage] = (),
     ) -> ReviewRequest:
-        """A review request of this run (job, run id and risk filled in). ``passages``: the
+        """A review request of this run (job, run id and risk filled in). ``payload``: the
+        job's typed review payload (the fields it was given are stored); ``passages``: the
         passages the reviewer reads, stored in full in the payload (see
         :func:`with_passages`)."""
         return ReviewRequest(
@@ -188,8 +189,19 @@ class JobRun:
             run_id=self.ctx.run_id,
             risk=self.ctx.risk,
             passage_ids=list(passage_ids),
-            payload=with_passages(payload, passages, passage_ids),
+            payload=with_passages(_stored(payload), passages, passage_ids),
         )
+
+    def amend_fallback_review(self, payload: BaseModel | dict[str, Any]) -> None:
+        """Complete the input's fallback item with what only the whole job knows (audit: the
+        answer text and every claim graded as the result grades it); its fields replace the
+        item's. Nothing happens when no fallback opened an item."""
+        held = self.ctx.fallback_review
+        if held is None:
+            return
+        _, request = held
+        update = {**request.payload, **_stored(payload)}
+        self.harness.amend_review(self.ctx, request.model_copy(update={"payload": update}))
 
     def provenance(self, prompt_version: str) -> dict[str, Any]:
         """Who judged a result: the judge, the prompt version and this run's id."""
@@ -278,7 +290,10 @@ class JobRun:
 
     @property
     def fallback_review_ids(self) -> list[int]:
-        return [o.review_item_id for o in self._every() if o.review_item_id is not None]
+        """The review items the run's fallbacks opened: one per input, however many of its
+        steps fell back."""
+        found = [o.review_item_id for o in self._every() if o.review_item_id is not None]
+        return list(dict.fromkeys(found))
 
     @property
     def fallbacks(self) -> list[Outcome[Any]]:
@@ -288,6 +303,13 @@ class JobRun:
     def source(self) -> Source:
         """Where the run's result came from so far (see :func:`verdict`)."""
         return verdict(self._every())
+
+
+def _stored(payload: BaseModel | dict[str, Any]) -> dict[str, Any]:
+    """A payload as the queue stores it: a model's fields that were given, as JSON."""
+    if isinstance(payload, BaseModel):
+        return payload.model_dump(mode="json", exclude_unset=True)
+    return payload
 
 
 def with_passages(

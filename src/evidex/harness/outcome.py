@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from evidex._text import sha256_hex
 from evidex.errors import AttemptRecord
+from evidex.harness.ports import ReviewRequest
 from evidex.types import Source, Usage
 
 __all__ = ["Outcome", "RunContext"]
@@ -29,6 +30,9 @@ class RunContext:
     review_fallback: bool = True
     """Whether a fallback also opens a review item. A job's spec may say a fallback is a final
     answer at some risk level (classify at low risk); it is still marked and audit-logged."""
+    fallback_review: tuple[int, ReviewRequest] | None = None
+    """The review item this input's fallbacks opened, and what it holds: every further step
+    that falls back adds its attempts to it, so one input is one item per reason."""
 
     @functools.cached_property
     def query_hash(self) -> str:

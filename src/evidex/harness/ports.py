@@ -39,3 +39,9 @@ class StorePort(Protocol):
     def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None: ...
 
     def add_review(self, request: ReviewRequest) -> int: ...
+
+    def update_review(self, item_id: int, request: ReviewRequest) -> None:
+        """Replace a pending item's passage ids and payload (a further step of the same input
+        fell back, or the job completed what its fallback item holds); a resolved item is left
+        as the reviewer saw it."""
+        ...

@@ -1,5 +1,9 @@
 """What review routing shares across jobs. Each job's rules are small functions of its result
-(:meth:`~evidex.harness.job.JobSpec.reviews`); the harness writes the items they raise."""
+(:meth:`~evidex.harness.job.JobSpec.reviews`); the harness writes the items they raise.
+
+A job input raises one item per reason: the fallbacks of every step of one input (audit's
+extraction and grading, rerank's windows, comparisons and score batches, tier's batches) are
+one item, :func:`merged_review` folding each further step's attempts into it."""
 
 from __future__ import annotations
 
@@ -7,10 +11,15 @@ import dataclasses
 from typing import Any
 
 from evidex._text import sha256_hex
+from evidex.harness.ports import ReviewRequest
 from evidex.taxonomy import Taxonomy
 from evidex.types import Passage, TierScheme
 
-__all__ = ["batch_passages", "batch_vocabulary", "sampled"]
+__all__ = ["batch_passages", "batch_vocabulary", "merged_review", "sampled"]
+
+LATEST = frozenset({"step", "errors", "last_raw_output", "fallback"})
+"""Payload keys of one step's exchange: the latest step's stand at the top level (where items
+of before had their only step's); ``steps`` holds every step's."""
 
 
 def sampled(run_id: str, key: str, rate: float) -> bool:
@@ -44,3 +53,25 @@ def _fields(batch: Any) -> list[Any]:
     if not dataclasses.is_dataclass(batch) or isinstance(batch, type):
         return []
     return [getattr(batch, f.name) for f in dataclasses.fields(batch)]
+
+
+def merged_review(open_item: ReviewRequest, new: ReviewRequest) -> ReviewRequest:
+    """The item of an input that already has one, with ``new``'s step folded in: its passage
+    ids and passages added, its attempts appended to ``steps``, a list it names joined to the
+    item's (equal entries once, such as the claims of two batches), other fields kept as the
+    item has them unless it has none. The reason stays the first step's: the reason the input
+    is in the queue."""
+    old, add = open_item.payload, new.payload
+    payload = dict(old)
+    for key, value in add.items():
+        mine = payload.get(key)
+        if key in LATEST or mine is None:
+            payload[key] = value
+        elif isinstance(mine, list) and isinstance(value, list):
+            payload[key] = mine + [v for v in value if v not in mine]
+    return open_item.model_copy(
+        update={
+            "passage_ids": list(dict.fromkeys([*open_item.passage_ids, *new.passage_ids])),
+            "payload": payload,
+        }
+    )

@@ -18,16 +18,17 @@ import asyncio
 import copy
 import json
 import random
-import sys
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from evidex._text import extract_json_object
 from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
+from evidex.harness._exchange import Timing as _Timing
+from evidex.harness._exchange import parse_reply as _parse
+from evidex.harness._exchange import salvage as _salvage
+from evidex.harness._exchange import within as _within
 from evidex.harness.cache_keys import CacheKeys
 from evidex.harness.collector import collector_tuned_for_runs
 from evidex.harness.events import AuditRecord, Hooks
@@ -43,11 +44,11 @@ from evidex.harness.job import (
 from evidex.harness.metrics import metrics
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
-from evidex.harness.routing import batch_passages, batch_vocabulary
+from evidex.harness.routing import batch_passages, batch_vocabulary, merged_review
 from evidex.harness.settings import HarnessSettings
 from evidex.harness.tracing import traced_call
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
-from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step, StepRequest
+from evidex.tasks.base import ReplyInvalid, Step, StepRequest
 from evidex.types import Usage
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
@@ -168,6 +169,29 @@ class Harness:
                 detail={"review_item_id": item_id, "reason": request.reason},
             )
         )
+        return item_id
+
+    def _fallback_review(self, ctx: RunContext, request: ReviewRequest) -> int | None:
+        """The review item of a fallback: the input's one fallback item, opened by its first
+        step that fell back and holding the attempts of each one after it (audit's extraction
+        and grading, rerank's stages, tier's batches), so one input is one item per reason.
+        None when the spec says this input's fallback is final (classify at low risk)."""
+        if not ctx.review_fallback:
+            return None
+        if ctx.fallback_review is None:
+            item_id = self.review(ctx, request)
+            ctx.fallback_review = (item_id, request)
+            return item_id
+        return self.amend_review(ctx, merged_review(ctx.fallback_review[1], request))
+
+    def amend_review(self, ctx: RunContext, request: ReviewRequest) -> int:
+        """Replace what the input's fallback item holds (see :meth:`_fallback_review`). The
+        audit log already has the row of each fallback that names the item."""
+        if ctx.fallback_review is None:
+            raise RuntimeError("no fallback review item to amend in this run")
+        item_id, _ = ctx.fallback_review
+        self.store.update_review(item_id, request)
+        ctx.fallback_review = (item_id, request)
         return item_id
 
     async def map(
@@ -393,33 +417,40 @@ class Harness:
         else:
             value, info, kept = salvaged.value, step.describe(salvaged.left), salvaged.kept
             reason = f"{reason}; kept the valid part of the last reply ({len(kept)} item(s))"
-        item_id = (
-            None
-            if not ctx.review_fallback
-            else self.review(
-                ctx,
-                ReviewRequest(
-                    job=step.job,
-                    reason=f"fallback after {len(attempts)} attempt(s): {reason}",
-                    run_id=ctx.run_id,
-                    risk=ctx.risk,
-                    batch_id=base["batch_id"],
-                    passage_ids=list(info.passage_ids),
-                    payload=with_passages(
-                        {
-                            "query": info.query,
-                            "step": step.name,
-                            "errors": [list(a.errors) for a in attempts],
-                            "last_raw_output": last_raw,
-                            "fallback": value.model_dump(mode="json"),
-                            **batch_vocabulary(batch),
-                            **dict(info.extra),
-                        },
-                        batch_passages(batch),
-                        info.passage_ids,
-                    ),
+        item_id = self._fallback_review(
+            ctx,
+            ReviewRequest(
+                job=step.job,
+                reason=f"fallback after {len(attempts)} attempt(s): {reason}",
+                run_id=ctx.run_id,
+                risk=ctx.risk,
+                batch_id=base["batch_id"],
+                passage_ids=list(info.passage_ids),
+                payload=with_passages(
+                    {
+                        "query": info.query,
+                        "step": step.name,
+                        "errors": [list(a.errors) for a in attempts],
+                        "last_raw_output": last_raw,
+                        "fallback": value.model_dump(mode="json"),
+                        "steps": [
+                            {
+                                "step": step.name,
+                                "batch_id": base["batch_id"],
+                                "reason": reason,
+                                "errors": [list(a.errors) for a in attempts],
+                                "last_raw_output": last_raw,
+                                "passage_ids": list(info.passage_ids),
+                                "fallback": value.model_dump(mode="json"),
+                            }
+                        ],
+                        **batch_vocabulary(batch),
+                        **dict(info.extra),
+                    },
+                    batch_passages(batch),
+                    info.passage_ids,
                 ),
-            )
+            ),
         )
         self.hooks.emit(
             AuditRecord(
@@ -443,47 +474,3 @@ class Harness:
             judge_calls=calls,
             kept=kept,
         )
-
-
-@dataclass
-class _Timing:
-    """Where the time of one attempt went: waiting for the judge's slot, and the call."""
-
-    queue_s: float = 0.0
-    call_s: float | None = None
-
-    @property
-    def latency_ms(self) -> float | None:
-        return None if self.call_s is None else self.call_s * 1000
-
-    def detail(self, endpoint: str = "") -> dict[str, Any]:
-        timing: dict[str, Any] = {"queue_ms": round(self.queue_s * 1000, 3)}
-        return timing | ({"endpoint": endpoint} if endpoint else {})
-
-
-def _salvage(step: Step[B, V], batch: B, raw: str | None, reason: str) -> Salvaged[B, V] | None:
-    """The valid items of the last reply, for steps whose items are graded independently."""
-    if raw is None or not isinstance(step, Salvageable):
-        return None
-    try:
-        data = _parse(raw)
-    except ReplyInvalid:
-        return None
-    salvaged: Salvaged[B, V] | None = step.salvage(batch, data, reason)
-    return salvaged
-
-
-async def _within(timeout: float, call: Awaitable[JudgeReply]) -> JudgeReply:
-    """``call`` under ``timeout`` seconds; on 3.11+ in the calling task (``asyncio.timeout``),
-    where ``wait_for`` would start and schedule one more task for every judge call."""
-    if sys.version_info >= (3, 11):
-        async with asyncio.timeout(timeout):
-            return await call
-    return await asyncio.wait_for(call, timeout=timeout)
-
-
-def _parse(text: str) -> Any:
-    try:
-        return extract_json_object(text)
-    except ValueError as exc:
-        raise ReplyInvalid([f"invalid JSON: {exc}"]) from exc

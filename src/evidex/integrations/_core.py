@@ -3,8 +3,9 @@
 An adapter hands over its documents' texts in order; evidex numbers them ``passage-1``,
 ``passage-2`` ... (:func:`evidex.preflight.coerce_passages`), so a grade always finds its way
 back to the document it came from by position, whatever ids or metadata the documents carry
-(the framework's own ids may be missing or repeated). The grades an adapter writes under
-``metadata["evidex"]`` are built here, so the three frameworks report the same keys.
+(the framework's own ids may be missing or repeated). Which documents a job keeps and the
+grades an adapter writes under ``metadata["evidex"]`` are the job's (its definition's
+``documents``), read here for every framework, so the three report the same keys.
 """
 
 from __future__ import annotations
@@ -12,20 +13,22 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from evidex.errors import InputError, MissingExtraError
-from evidex.jobs import run_sync
-from evidex.jobs.rerank import RerankResult, arerank
-from evidex.jobs.select import select_context
-from evidex.jobs.tier import TierResult, atier
+from evidex.jobs import Keep, definition, definitions, job_names, run_sync
 
-__all__ = ["GRADES_KEY", "Grade", "Grading", "require"]
+if TYPE_CHECKING:
+    from evidex.jobs import Documents, JobDefinition
+
+__all__ = ["GRADES_KEY", "Grade", "Grading", "adapted_jobs", "require"]
 
 GRADES_KEY = "evidex"
 """The metadata key under which every adapter puts evidex's grades."""
 
 Job = Literal["rerank", "tier"]
+"""The jobs the adapters' own signatures offer (:func:`adapted_jobs` is what the registry
+allows)."""
 
 
 def require(module: str, what: str, extra: str) -> Any:
@@ -58,11 +61,12 @@ class Grade:
 class Grading:
     """One adapter's settings: which job, how many to keep, and the keywords of the job call.
 
-    ``job="rerank"``: documents in evidex's ranking, the first ``top_k`` (all when None).
-    ``job="tier"``: the documents :func:`~evidex.select_context` keeps under ``policy`` and
-    ``token_budget``, most relevant tier first (``top_k`` is for rerank alone). ``options``
-    are the job's own options and run keywords (``judge``, ``store``, ``settings``,
-    ``hooks``, ``strategy``, ``risk``...).
+    The job is any registered job whose definition says which documents it keeps
+    (:class:`~evidex.jobs.Documents`): ``job="rerank"`` keeps documents in evidex's ranking,
+    the first ``top_k`` (all when None); ``job="tier"`` the documents
+    :func:`~evidex.select_context` keeps under ``policy`` and ``token_budget``, most relevant
+    tier first (``top_k`` is for rerank alone). ``options`` are the job's own options and run
+    keywords (``judge``, ``store``, ``settings``, ``hooks``, ``strategy``, ``risk``...).
     """
 
     job: Job = "rerank"
@@ -72,8 +76,7 @@ class Grading:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.job not in ("rerank", "tier"):
-            raise InputError(f"job must be 'rerank' or 'tier', got {self.job!r}")
+        _documents(self.job)
         if self.top_k is not None and self.top_k < 1:
             raise InputError(f"top_k must be at least 1, got {self.top_k}")
 
@@ -81,77 +84,35 @@ class Grading:
         """The documents to keep, in the order to keep them, with their grades."""
         if not texts:
             return []
-        options = dict(self.options)
-        if self.job == "rerank":
-            if self.top_k is not None:
-                options.setdefault("top_k", self.top_k)
-            return rerank_grades(await arerank(query, list(texts), **options), self.top_k)
-        result = await atier(query, list(texts), **options)
-        return tier_grades(result, self.policy, self.token_budget)
+        spec, documents = _documents(self.job)
+        keep = Keep(self.top_k, self.policy, self.token_budget)
+        options = {**documents.keywords(keep), **self.options}
+        result = await spec.arun({"query": query, "passages": list(texts)}, **options)
+        return [
+            Grade(index=_index(k.passage_id), score=k.score, grades=k.grades)
+            for k in documents.kept(result, keep)
+        ]
 
     def grade(self, query: str, texts: Sequence[str]) -> list[Grade]:
         """:meth:`agrade` from sync code (also inside a running event loop)."""
         return run_sync(self.agrade(query, texts))
 
 
+def adapted_jobs() -> list[str]:
+    """The registered jobs an adapter can run: those whose definition declares which
+    documents they keep."""
+    return [d.name for d in definitions() if d.documents is not None]
+
+
+def _documents(job: str) -> tuple[JobDefinition[Any, Any, Any], Documents[Any]]:
+    """The definition of ``job`` and its rule for adapters; a job without one (or no job of
+    that name) is an :class:`InputError` naming the jobs an adapter can run."""
+    spec = definition(job) if job in job_names() else None
+    if spec is None or spec.documents is None:
+        adapted = " or ".join(map(repr, adapted_jobs()))
+        raise InputError(f"job must be {adapted}, got {job!r}")
+    return spec, spec.documents
+
+
 def _index(passage_id: str) -> int:
     return int(passage_id.removeprefix("passage-")) - 1
-
-
-def rerank_grades(result: RerankResult, top_k: int | None) -> list[Grade]:
-    """Every ranked passage (or the first ``top_k``) as a :class:`Grade`, best first."""
-    kept = result.ranked_passages if top_k is None else result.top(top_k)
-    return [
-        Grade(
-            index=_index(r.passage_id),
-            score=r.relevance_score,
-            grades={
-                "job": "rerank",
-                "rank": r.rank,
-                "score": r.relevance_score,
-                "justification": r.justification,
-                "source": r.source,
-                "reason": r.reason or (result.reason if r.source == "fallback" else None),
-                "strategy": result.strategy,
-                # with check_grounding: whether the kept documents answer the query
-                **({"grounding": result.grounding.model_dump()} if result.grounding else {}),
-            },
-        )
-        for r in kept
-    ]
-
-
-def tier_score(result: TierResult, tier: str) -> float:
-    """A tier as a number for frameworks that sort by score: 1.0 for the top tier, 0.0 for the
-    last, evenly spaced between."""
-    names = result.scheme.names
-    return 1.0 - names.index(tier) / (len(names) - 1)
-
-
-def tier_grades(result: TierResult, policy: str, token_budget: int) -> list[Grade]:
-    """The passages :func:`~evidex.select_context` keeps, in its order, as grades."""
-    context = select_context(result, policy, token_budget)
-    by_id = {a.passage_id: a for a in result.classifications}
-    grades = []
-    for rank, item in enumerate(context.items, 1):
-        a = by_id[item.passage_id]
-        score = tier_score(result, a.tier)
-        grades.append(
-            Grade(
-                index=_index(a.passage_id),
-                score=score,
-                grades={
-                    "job": "tier",
-                    "tier": a.tier,
-                    "rank": rank,
-                    "score": score,
-                    "justification": a.justification,
-                    "snippet": a.key_evidence_snippet,
-                    "source": a.source,
-                    "reason": a.reason,
-                    "supplementary": item.supplementary,
-                    "policy": policy,
-                },
-            )
-        )
-    return grades

@@ -3,12 +3,16 @@
 Other packages (cli, evaluate, service, bulk) import what they share from here, never from the
 private modules of this package: the registry (:func:`definition`, :func:`definitions`,
 :func:`job_names`) and what a definition is made of (:class:`JobDefinition`,
-:class:`JobOptions`, :class:`Flag`, :class:`Wire`, :class:`SpecContext`).
+:class:`JobOptions`, :class:`Flag`, :class:`Wire`, :class:`SpecContext`, :class:`Evaluation`,
+:class:`Documents` with :class:`Keep` and :class:`Kept`, :class:`ReviewKind` with
+:class:`ReviewPayload` and :class:`ExportContext`; :func:`review_kind` finds an item's).
 """
 
 from evidex.jobs._audit_policy import AuditDecision, AuditPolicy
 from evidex.jobs._common import resolve_judge, resolve_store, run_sync, sync_of
 from evidex.jobs._definition import (
+    Documents,
+    Evaluation,
     Flag,
     JobDefinition,
     JobOptions,
@@ -18,14 +22,23 @@ from evidex.jobs._definition import (
     field_wire,
     validation_message,
 )
-from evidex.jobs.registry import definition, definitions, job_names
+from evidex.jobs._documents import Keep, Kept
+from evidex.jobs._review import ExportContext, ReviewKind, ReviewPayload
+from evidex.jobs.registry import definition, definitions, job_names, review_kind
 
 __all__ = [
     "AuditDecision",
     "AuditPolicy",
+    "Documents",
+    "Evaluation",
+    "ExportContext",
     "Flag",
     "JobDefinition",
     "JobOptions",
+    "Keep",
+    "Kept",
+    "ReviewKind",
+    "ReviewPayload",
     "SpecContext",
     "Wire",
     "definition",
@@ -35,6 +48,7 @@ __all__ = [
     "job_names",
     "resolve_judge",
     "resolve_store",
+    "review_kind",
     "run_sync",
     "sync_of",
     "validation_message",

@@ -1,31 +1,26 @@
-"""The tier job over a cascade judge: the cheap stage scores, the band goes on.
+"""What the tier and rerank jobs make of a staged run (:func:`evidex.harness.staged.staged`).
 
-Both stages are runs of the job over their own judge (:meth:`JobRun.stage`), so every call of
-either stage gets the harness's validation, re-asks, fallback, review items, cache and audit
-rows, filed under that stage's judge id. The split itself is the judge's
-(:meth:`CascadeJudge.split`); this module only wires it to the tier steps and reports it.
+The harness runs the stages (the cheap one scores, the judge's band splits, the uncertain go
+on to the expensive one); this module turns the settled scores into the job's items in its
+own terms, a tier or a place in the ranking, and reports the split and what it saved.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from pydantic import BaseModel
 
-from evidex.harness.assemble import stamped
 from evidex.harness.job import JobRun
-from evidex.judges.cascade import CascadeJudge
-from evidex.judges.scoring import ScoringJudge
-from evidex.tasks.base import PromptTemplate
-from evidex.tasks.rerank import RankedPassage, ScoreBatch, ScoreStep
-from evidex.tasks.tier import TierAssignment, TierBatch, TierBatchValue, TierStep
+from evidex.harness.outcome import Outcome
+from evidex.harness.staged import Settled, Staged
+from evidex.judging import Staging
+from evidex.tasks.rerank import RankedPassage, ScoreBatchValue, ScoreStep
+from evidex.tasks.tier import TierAssignment
 from evidex.types import Event, Passage
 
 __all__ = ["CascadeReport", "CheapScoreStep", "cascade_ranking", "cascade_tiers"]
-
-CHEAP_BATCH = 64
-"""Passages per cheap-stage call: the encoder reads each alone, so this only bounds a call."""
 
 
 class CheapScoreStep(ScoreStep, name="tier.cascade_score"):
@@ -53,131 +48,89 @@ class CascadeReport(BaseModel):
     that stage is not priced or was sent nothing."""
 
 
-async def cascade_tiers(
-    judge: CascadeJudge,
-    run: JobRun,
-    query: str,
-    passages: Sequence[Passage],
-    batch_of: Callable[[Sequence[Passage]], TierBatch],
-    step: TierStep,
-    batch_size: int,
-) -> tuple[dict[str, TierAssignment], CascadeReport]:
-    """Assignments by passage id, the cheap stage's and the expensive stage's, and the report."""
-    tiers = list(batch_of(()).scheme.names)
-    cheap = run.stage(ScoringJudge(judge.cheap))
-    chunks = [
-        ScoreBatch(query, tuple(passages[i : i + CHEAP_BATCH]))
-        for i in range(0, len(passages), CHEAP_BATCH)
-    ]
-    scored = await cheap.map(CheapScoreStep(), chunks, progress=False)
-    by_id: dict[str, TierAssignment] = {}
-    sent: list[Passage] = []
-    cheap_id = judge.cheap.judge_id
-    for chunk, outcome in zip(chunks, scored, strict=True):
-        if outcome.source == "fallback":  # pseudo-scores settle nothing: all go on
-            sent.extend(chunk.passages)
-            continue
-        scores = {s.passage_id: s for s in outcome.value.scores}
-        values = [scores[p.passage_id].relevance_score for p in chunk.passages]
-        split = judge.split(values)
-        sent.extend(chunk.passages[i] for i in split.sent)
-        for i in split.settled:
-            pid, value = chunk.passages[i].passage_id, values[i]
-            by_id[pid] = TierAssignment(
-                passage_id=pid,
-                tier=judge.cheap_tier(value, tiers),
-                justification=f"{scores[pid].justification}; cascade: settled by {cheap_id} "
-                f"(score {value:.3f} outside the uncertain band {judge.band.label()})",
-                source=outcome.source,
-                judged_by=cheap_id,
-            )
-    expensive = run.stage(judge.expensive)
-    if sent:
-        batches = [batch_of(sent[i : i + batch_size]) for i in range(0, len(sent), batch_size)]
-        outcomes = await expensive.map(step, batches)
-        graded = stamped(outcomes, _classifications, judged_by=judge.expensive.judge_id)
-        by_id.update((a.passage_id, a) for a in graded)
-        run.note_warnings(outcomes)
-    for stale in judge.warnings:
-        run.note(Event(kind="cascade.stale_band", detail=stale))
-    report = _report(judge, expensive, len(passages), len(sent), batch_size)
+def cascade_tiers(
+    found: Staged[TierAssignment], run: JobRun, tiers: Sequence[str], batch_size: int
+) -> tuple[dict[str, TierAssignment], CascadeReport | None]:
+    """Assignments by passage id from a staged run (the expensive stage's, and the cheap
+    stage's for the passages it settled), and the split's report (None: one-stage judge)."""
+    staging = found.staging
+    if staging is None or found.expensive is None:
+        return {a.passage_id: a for a in found.judged}, None
+    cheap_id, expensive_id = staging.cheap.judge_id, staging.expensive.judge_id
+    by_id = {
+        s.passage.passage_id: TierAssignment(
+            passage_id=s.passage.passage_id,
+            tier=staging.cheap_tier(s.score, tiers),
+            justification=f"{s.justification}; cascade: settled by {cheap_id} "
+            f"(score {s.score:.3f} outside the uncertain band {staging.band_label()})",
+            source=s.source,
+            judged_by=cheap_id,
+        )
+        for s in found.settled
+    }
+    by_id.update(
+        (a.passage_id, a.model_copy(update={"judged_by": expensive_id})) for a in found.judged
+    )
+    report = _report(staging, found.expensive, len(by_id), len(found.sent), batch_size)
     run.note(
         Event(
             kind="cascade.split",
             detail=f"{report.settled} of {report.items} passage(s) settled by {cheap_id}, "
-            f"{report.sent} sent to {judge.expensive.judge_id} (band {judge.band.label()}, "
-            f"{judge.band_source}); {report.calls_saved} call(s) saved",
-            passage_ids=[p.passage_id for p in sent],
+            f"{report.sent} sent to {expensive_id} (band {staging.band_label()}, "
+            f"{staging.band_source}); {report.calls_saved} call(s) saved",
+            passage_ids=[p.passage_id for p in found.sent],
             data={"settled": report.settled, "sent": report.sent},
         )
     )
     return by_id, report
 
 
-async def cascade_ranking(
-    judge: CascadeJudge,
-    run: JobRun,
-    query: str,
-    passages: Sequence[Passage],
-    template: PromptTemplate | None,
-    batch_size: int,
+def cascade_ranking(
+    found: Staged[Outcome[ScoreBatchValue]], passages: Sequence[Passage], batch_size: int
 ) -> tuple[list[RankedPassage], list[str], list[Event]]:
-    """Pointwise rerank over a cascade: the ranking, the reasons of any fallback, and the
+    """Pointwise rerank from a staged run: the ranking, the reasons of any fallback, and the
     split's event (for the job to keep and log with its own).
 
-    The cheap stage scores every candidate. Those above the band keep their cheap order at the
+    The cheap stage scored every candidate. Those above the band keep their cheap order at the
     top, those below it at the bottom; the band in between is ordered by the expensive judge's
     scores (the scores of two judges are not comparable, so each group keeps its own). When a
     call of either stage falls back, the whole head keeps its retrieval order, as a pointwise
     rerank does when part of its scoring fails.
     """
-    cheap_id, expensive_id = judge.cheap.judge_id, judge.expensive.judge_id
-    cheap = run.stage(ScoringJudge(judge.cheap))
-    chunks = [
-        ScoreBatch(query, tuple(passages[i : i + CHEAP_BATCH]))
-        for i in range(0, len(passages), CHEAP_BATCH)
-    ]
-    scored = await cheap.map(ScoreStep(), chunks, progress=False)
-    failed = [o.reason or "the cheap stage fell back" for o in scored if o.source == "fallback"]
-    if failed:
-        return _kept_order(passages, failed[0]), failed, []
-    values = {s.passage_id: s for o in scored for s in o.value.scores}
-    source = {s.passage_id: o.source for o in scored for s in o.value.scores}
-    split = judge.split([values[p.passage_id].relevance_score for p in passages])
-    band = [passages[i] for i in split.sent]
-    expensive = run.stage(judge.expensive)
-    batches = [
-        ScoreBatch(query, tuple(band[i : i + batch_size])) for i in range(0, len(band), batch_size)
-    ]
-    outcomes = await expensive.map(ScoreStep(template), batches) if batches else []
+    staging = found.staging
+    assert staging is not None  # the caller's one-stage path needs no cascade
+    if found.cheap_failures:
+        return _kept_order(passages, found.cheap_failures[0]), found.cheap_failures, []
     failed = [
-        o.reason or "the expensive stage fell back" for o in outcomes if o.source == "fallback"
+        o.reason or "the expensive stage fell back" for o in found.judged if o.source == "fallback"
     ]
     if failed:
         return _kept_order(passages, failed[0]), failed, []
+    cheap_id, expensive_id = staging.cheap.judge_id, staging.expensive.judge_id
+    low, high = staging.band_edges()
     position = {p.passage_id: i for i, p in enumerate(passages)}
 
-    def settled(pid: str) -> RankedPassage:
-        s = values[pid]
+    def settled(s: Settled) -> RankedPassage:
         return RankedPassage(
             rank=0,
-            passage_id=pid,
-            relevance_score=s.relevance_score,
+            passage_id=s.passage.passage_id,
+            relevance_score=s.score,
             justification=f"{s.justification}; cascade: settled by {cheap_id} (score "
-            f"{s.relevance_score:.3f} outside the uncertain band {judge.band.label()})",
-            source=source[pid],
+            f"{s.score:.3f} outside the uncertain band {staging.band_label()})",
+            source=s.source,
             judged_by=cheap_id,
         )
 
-    ids = [passages[i].passage_id for i in split.settled]
-    above = [pid for pid in ids if values[pid].relevance_score >= judge.band.high]
-    below = [pid for pid in ids if values[pid].relevance_score < judge.band.low]
-    by_cheap = sorted(above, key=lambda pid: (-values[pid].relevance_score, position[pid]))
+    def order(s: Settled) -> tuple[float, int]:
+        return (-s.score, position[s.passage.passage_id])
+
+    above = sorted((s for s in found.settled if s.score >= high), key=order)
+    below = sorted((s for s in found.settled if s.score < low), key=order)
     middle = sorted(
-        ((s, o.source) for o in outcomes for s in o.value.scores),
+        ((s, o.source) for o in found.judged for s in o.value.scores),
         key=lambda pair: (-pair[0].relevance_score, position[pair[0].passage_id]),
     )
-    placed = [settled(pid) for pid in by_cheap]
+    placed = [settled(s) for s in above]
     placed += [
         RankedPassage(
             rank=0,
@@ -190,24 +143,18 @@ async def cascade_ranking(
         )
         for s, src in middle
     ]
-    placed += [
-        settled(pid)
-        for pid in sorted(below, key=lambda pid: (-values[pid].relevance_score, position[pid]))
-    ]
-    calls_saved = math.ceil(len(passages) / batch_size) - len(batches)
+    placed += [settled(s) for s in below]
+    sent = len(found.sent)
+    calls_saved = math.ceil(len(passages) / batch_size) - math.ceil(sent / batch_size)
     split_event = Event(
         kind="cascade.split",
-        detail=f"{len(ids)} of {len(passages)} candidate(s) placed by {cheap_id}, "
-        f"{len(band)} scored by {expensive_id} (band {judge.band.label()}, "
-        f"{judge.band_source}); {calls_saved} call(s) saved",
-        passage_ids=[p.passage_id for p in band],
-        data={"settled": len(ids), "sent": len(band), "calls_saved": calls_saved},
+        detail=f"{len(found.settled)} of {len(passages)} candidate(s) placed by {cheap_id}, "
+        f"{sent} scored by {expensive_id} (band {staging.band_label()}, "
+        f"{staging.band_source}); {calls_saved} call(s) saved",
+        passage_ids=[p.passage_id for p in found.sent],
+        data={"settled": len(found.settled), "sent": sent, "calls_saved": calls_saved},
     )
     return placed, [], [split_event]
-
-
-def _classifications(value: TierBatchValue) -> list[TierAssignment]:
-    return value.classifications
 
 
 def _kept_order(passages: Sequence[Passage], reason: str) -> list[RankedPassage]:
@@ -225,14 +172,14 @@ def _kept_order(passages: Sequence[Passage], reason: str) -> list[RankedPassage]
 
 
 def _report(
-    judge: CascadeJudge, expensive: JobRun, items: int, sent: int, batch_size: int
+    staging: Staging, expensive: JobRun, items: int, sent: int, batch_size: int
 ) -> CascadeReport:
     cost = expensive.cost
     return CascadeReport(
-        cheap=judge.cheap.judge_id,
-        expensive=judge.expensive.judge_id,
-        band=(judge.band.low, judge.band.high),
-        band_source=judge.band_source,
+        cheap=staging.cheap.judge_id,
+        expensive=staging.expensive.judge_id,
+        band=staging.band_edges(),
+        band_source=staging.band_source,
         items=items,
         settled=items - sent,
         sent=sent,

@@ -13,27 +13,32 @@ import functools
 import logging
 import os
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, ParamSpec, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from evidex.errors import ConfigError
+from evidex.harness.budget import passage_limit
 from evidex.harness.events import Hooks, Subscriber
-from evidex.harness.job import Progress
+from evidex.harness.job import Plan, Progress
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import Harness, HarnessSettings
 from evidex.jobs._fields import Wire
 from evidex.judging import Judge
-from evidex.tasks.base import PromptTemplate
+from evidex.preflight import Prepared, coerce_passages, prepare_passages, require_text
+from evidex.tasks.base import PromptTemplate, StepRequest
 from evidex.tasks.custom import BUILTIN_PROMPT, Prompt, custom_template
-from evidex.types import Passage
+from evidex.types import Passage, RiskLevel
 
 __all__ = [
     "RISK_HELP",
     "QueryInput",
+    "QueryPassages",
     "RunOptions",
     "harness_for",
+    "plan_query",
     "prompt_template",
     "resolve_judge",
     "resolve_store",
@@ -44,12 +49,42 @@ __all__ = [
 T = TypeVar("T")
 P = ParamSpec("P")
 
-DEFAULT_JUDGES = {
-    "tier": "local:minilm",
-    "rerank": "local:minilm",
-    "classify": "local:qwen",
-    "audit": "local:qwen",
-}
+
+@dataclass(frozen=True)
+class QueryPassages:
+    """One query's passages: as the caller gave them, and as preflight prepared them."""
+
+    items: list[Passage]
+    prepared: Prepared
+
+
+def plan_query(
+    item: QueryInput,
+    judge: Judge,
+    probe: Callable[[str], StepRequest],
+    per_call: int | None,
+    risk: RiskLevel,
+) -> Plan[QueryPassages]:
+    """Preflight of a job over one query's passages: the query and passages checked, duplicates
+    merged, each passage cut to what the judge's window leaves when ``per_call`` passages (None:
+    all of them) share the prompt ``probe(query)`` asks, and the passages screened for text
+    aimed at the grader, the query stuffing included."""
+    query = require_text(item.query, "the query")
+    items = coerce_passages(item.passages)
+    fixed = "".join(m.content for m in probe(query).messages)
+    prepared = prepare_passages(
+        items,
+        count_tokens=judge.count_tokens,
+        max_passage_tokens=passage_limit(judge, fixed, per_call or len(items)),
+        query=query,
+    )
+    return Plan(
+        query=query,
+        data=QueryPassages(items, prepared),
+        risk=risk.value,
+        events=tuple(e for e in (judge.query_truncation(query), *prepared.events) if e),
+        id=item.id,
+    )
 
 
 RISK_HELP = "How costly a wrong judgment is: high routes more results to human review."

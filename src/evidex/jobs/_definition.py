@@ -13,6 +13,10 @@ and the evaluators would otherwise each spell out by hand and let drift:
   for every job;
 - what a result reports (the JSON a command prints and a request returns) and whether it is a
   fallback.
+- its review side (:class:`ReviewKind`: the payload a reviewer reads, the decisions they may
+  take, how a decision becomes a golden label, the UI's partial template);
+- how it is evaluated (:class:`Evaluation`: its measures, golden-set row type and evaluator)
+  and which of its passages the framework adapters keep (:class:`Documents`).
 
 How a field looks on a command line, where its name alone does not say it, is a :class:`Flag`
 in the field's ``Annotated`` metadata; how it looks on the wire, where the library accepts more
@@ -31,7 +35,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evidex.errors import InputError
 from evidex.jobs._common import RUN_KEYS, harness_for
+from evidex.jobs._documents import Documents
+from evidex.jobs._evaluation import Evaluation
 from evidex.jobs._fields import Flag, Wire, field_flag, field_wire
+from evidex.jobs._review import GENERIC, ReviewKind
 
 if TYPE_CHECKING:
     from evidex.harness.job import JobSpec
@@ -40,6 +47,8 @@ if TYPE_CHECKING:
     from evidex.judging import Judge
 
 __all__ = [
+    "Documents",
+    "Evaluation",
     "Flag",
     "JobDefinition",
     "JobOptions",
@@ -117,7 +126,6 @@ class JobDefinition(Generic[In, Opt, R]):
     input: type[In]
     result: type[R]
     spec: Callable[[Opt, SpecContext], JobSpec[Any, Any, Any, R]]
-    default_judge: str
     report: Callable[[R], dict[str, Any]] = _report
     response: Callable[[R, Any], dict[str, Any]] | None = None
     extras: type[BaseModel] | None = None
@@ -135,6 +143,17 @@ class JobDefinition(Generic[In, Opt, R]):
     default: each item alone, by the Input model."""
     subscribers: Callable[[], tuple[Callable[[Any], None], ...]] = tuple
     """Hooks every run of the job feeds (audit: its support-level metrics)."""
+    evaluation: Evaluation | None = None
+    """How the job is measured against a golden set: its measures, golden-set row type,
+    evaluator and, where it has them, calibration and review export (``evidex eval``,
+    ``evidex calibrate``, ``evidex review export`` read it); None: not evaluated."""
+    documents: Documents[R] | None = None
+    """Which of a result's passages the framework adapters keep, and their grades; None: no
+    adapter runs the job."""
+    review: ReviewKind = GENERIC
+    """The review side (:class:`~evidex.jobs._review.ReviewKind`): the typed payload of the
+    job's review items, the decisions a reviewer may take, how a decision becomes a golden
+    row, and the partial template the review UI shows an item with."""
 
     @property
     def response_model(self) -> type[BaseModel]:

@@ -16,9 +16,9 @@ from evidex.harness.assemble import with_duplicates
 from evidex.harness.fanout import bounded_map
 from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
+from evidex.harness.staged import staged
 from evidex.jobs._cascade import cascade_ranking
 from evidex.jobs._rank_algos import tournament_top_k, window_starts
-from evidex.judges.cascade import CascadeJudge
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import (
     PAIR_TEMPLATE,
@@ -31,6 +31,7 @@ from evidex.tasks.rerank import (
     RerankBatchValue,
     RerankStep,
     ScoreBatch,
+    ScoreBatchValue,
     ScoreStep,
     flag_event,
 )
@@ -115,18 +116,22 @@ class StrategyRun:
         self.placed = order
 
     async def pointwise(self, batch_size: int) -> None:
-        if isinstance(self.run.judge, CascadeJudge):
-            self.placed, reasons, events = await cascade_ranking(
-                self.run.judge, self.run, self.query, self.passages, self.template, batch_size
-            )
+        async def score(on: JobRun, some: Sequence[Passage]) -> list[Outcome[ScoreBatchValue]]:
+            batches = [
+                ScoreBatch(self.query, tuple(some[i : i + batch_size]))
+                for i in range(0, len(some), batch_size)
+            ]
+            return await on.map(ScoreStep(self.template), batches)
+
+        found = await staged(
+            self.run, self.query, self.passages, score, ScoreStep(), send_failed=False
+        )
+        if found.staging is not None:
+            self.placed, reasons, events = cascade_ranking(found, self.passages, batch_size)
             self.reasons += reasons
             self.events += events
             return
-        batches = [
-            ScoreBatch(self.query, tuple(self.passages[i : i + batch_size]))
-            for i in range(0, len(self.passages), batch_size)
-        ]
-        outcomes = await self.run.map(ScoreStep(self.template), batches)
+        outcomes = found.judged
         for outcome in outcomes:
             self.record(outcome)
         failed = [o for o in outcomes if o.source == "fallback"]

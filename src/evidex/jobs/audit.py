@@ -44,6 +44,8 @@ from evidex.jobs._audit_policy import (
     decide,
     read_baseline,
 )
+from evidex.jobs._audit_review import REVIEW as AUDIT_REVIEW
+from evidex.jobs._audit_review import AuditReview, ClaimGrade
 from evidex.jobs._audit_stages import (
     BUILTIN_PROMPTS,
     AuditPrompts,
@@ -52,7 +54,7 @@ from evidex.jobs._audit_stages import (
     given_claims,
 )
 from evidex.jobs._common import RunOptions, prompt_template, sync_of
-from evidex.jobs._definition import JobDefinition, SpecContext
+from evidex.jobs._definition import Evaluation, JobDefinition, SpecContext
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, passage_of, prepare_passages
 from evidex.tasks.audit import (
@@ -269,21 +271,27 @@ class AuditSpec:
         )
 
     def reviews(self, plan: Plan[Prepared], graded: Graded, run: JobRun) -> list[ReviewRequest]:
-        """An answer the decision sends to review, unless a fallback already did."""
+        """An answer the decision sends to review, unless a fallback already did: then the
+        fallback's one item of this answer gets the graded claims (every step's, numbered as
+        the result numbers them) and the decision, so it holds what a reviewer needs."""
         decision = self.decide(plan, graded, run)
-        if decision.decision != "review" or run.fallbacks:
-            return []
         item = plan.data.item
+        payload = AuditReview(
+            answer_id=plan.data.answer_id,
+            question=item.question,
+            answer=item.answer,
+            claims=[ClaimGrade.model_validate(c.model_dump(mode="json")) for c in graded.claims],
+            decision=decision.model_dump(mode="json"),
+        )
+        if run.fallbacks:
+            run.amend_fallback_review(payload)
+            return []
+        if decision.decision != "review":
+            return []
         return [
             run.review_request(
                 "; ".join(r.message for r in decision.reasons),
-                {
-                    "answer_id": plan.data.answer_id,
-                    "question": item.question,
-                    "answer": item.answer,
-                    "claims": [c.model_dump(mode="json") for c in graded.claims],
-                    "decision": decision.model_dump(mode="json"),
-                },
+                payload,
                 [p.passage_id for p in plan.data.passages],
                 passages=plan.data.passages,
             )
@@ -410,11 +418,17 @@ DEFINITION: JobDefinition[AnswerInput, AuditOptionsModel, AuditResult] = JobDefi
     input=AnswerInput,
     result=AuditResult,
     spec=AuditSpec.of,
-    default_judge="local:qwen",
     views={"decision": (AuditDecision, _decision)},
     line_input=_line_input,
     items=answer_inputs,
     subscribers=_metrics,
+    review=AUDIT_REVIEW,
+    evaluation=Evaluation(
+        measures=("macro_f1", "f1(label=supported)", "accuracy", "claim_f1"),
+        golden="evidex.evaluate.golden:AuditGolden",
+        evaluator="evidex.evaluate.audit:AuditEvaluator",
+        from_reviews="evidex.evaluate.review_export:export_audit_reviews",
+    ),
 )
 
 

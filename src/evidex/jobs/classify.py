@@ -30,8 +30,10 @@ from evidex.errors import InputError
 from evidex.harness.budget import drop_to_budget, reply_reserve, retry_prompt_tokens
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
+from evidex.jobs._classify_review import REVIEW as CLASSIFY_REVIEW
+from evidex.jobs._classify_review import ClassifyAnswer, ClassifyReview, LabelGrade
 from evidex.jobs._common import RISK_HELP, RunOptions, prompt_template, sync_of
-from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext, Wire
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext, Wire
 from evidex.judging import Judge
 from evidex.loaders import load_classify_examples
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
@@ -364,19 +366,25 @@ class ClassifySpec:
                 if contested(a)
             ]
         answer_fields = set(ClassifyValue.model_fields) - {"source", "reason"}
-        value = ClassifyValue.model_validate(result.model_dump(include=answer_fields)).model_dump(
-            mode="json"
+        value = ClassifyAnswer.model_validate(
+            ClassifyValue.model_validate(result.model_dump(include=answer_fields)).model_dump(
+                mode="json"
+            )
         )
         return [
             run.review_request(
                 reason,
-                {
-                    "input": batch.input,
-                    "label": assignment.label if assignment else None,
-                    "assignment": assignment.model_dump(mode="json") if assignment else None,
-                    "result": value,
-                    "labels": list(batch.taxonomy.names),
-                },
+                ClassifyReview(
+                    input=batch.input,
+                    label=assignment.label if assignment else None,
+                    assignment=(
+                        LabelGrade.model_validate(assignment.model_dump(mode="json"))
+                        if assignment
+                        else None
+                    ),
+                    result=value,
+                    labels=list(batch.taxonomy.names),
+                ),
                 [p.passage_id for p in batch.passages],
                 passages=batch.passages,
             )
@@ -454,7 +462,21 @@ DEFINITION: JobDefinition[ClassifyInput, ClassifyOptionsModel, ClassifyResult] =
     input=ClassifyInput,
     result=ClassifyResult,
     spec=ClassifySpec.of,
-    default_judge="local:qwen",
+    review=CLASSIFY_REVIEW,
+    evaluation=Evaluation(
+        measures=(
+            "accuracy",
+            "macro_f1",
+            "citation_precision",
+            "citation_recall",
+            "citation_precision(avg=macro)",
+            "citation_recall(avg=macro)",
+            "verbatim_share",
+        ),
+        golden="evidex.evaluate.golden:ClassifyGolden",
+        evaluator="evidex.evaluate.classify:ClassifyEvaluator",
+        from_reviews="evidex.evaluate.review_export:export_classify_reviews",
+    ),
 )
 
 

@@ -1,9 +1,9 @@
 """The registry of jobs: every surface asks it which jobs there are and what each one is.
 
-A job registers with one line in :data:`_MODULES` (its name and the module that defines its
-``DEFINITION``); the CLI, bulk runs, the service, the review UI and the evaluators are built
-from what it returns, so none of them names a job. Modules are imported when first asked for,
-so listing the job names costs no import.
+A job registers with one line in :mod:`evidex._registered` (its name, the module that
+defines its ``DEFINITION``, and its default judge); the CLI, bulk runs, the service, the
+review UI and the evaluators are built from what it returns, so none of them names a job.
+Modules are imported when first asked for, so listing the job names costs no import.
 """
 
 from __future__ import annotations
@@ -11,17 +11,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from evidex._registered import JOBS
 from evidex.errors import ConfigError
 from evidex.jobs._definition import JobDefinition
+from evidex.jobs._review import GENERIC, ReviewKind
 
-__all__ = ["definition", "definitions", "job_names"]
+__all__ = ["definition", "definitions", "job_names", "review_kind"]
 
-_MODULES: dict[str, str] = {
-    "tier": "evidex.jobs.tier",
-    "rerank": "evidex.jobs.rerank",
-    "classify": "evidex.jobs.classify",
-    "audit": "evidex.jobs.audit",
-}
+_MODULES: dict[str, str] = {name: registered.module for name, registered in JOBS.items()}
 
 
 def job_names() -> tuple[str, ...]:
@@ -44,3 +41,12 @@ def definition(name: str) -> JobDefinition[Any, Any, Any]:
 def definitions() -> tuple[JobDefinition[Any, Any, Any], ...]:
     """Every registered job's definition, in registration order."""
     return tuple(definition(name) for name in _MODULES)
+
+
+def review_kind(job: str) -> ReviewKind:
+    """The review side of job ``job``; a name no definition registers (an item a caller wrote
+    by hand) is reviewed with accept or reject."""
+    try:
+        return definition(job).review
+    except ConfigError:
+        return GENERIC

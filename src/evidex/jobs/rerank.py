@@ -22,9 +22,12 @@ from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import QueryInput, RunOptions, prompt_template, sync_of
-from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
 from evidex.jobs._rank_algos import kendall_tau_distance
+from evidex.jobs._rerank_documents import RERANK_DOCUMENTS
 from evidex.jobs._rerank_grounding import Grounding, check_grounding
+from evidex.jobs._rerank_review import REVIEW as RERANK_REVIEW
+from evidex.jobs._rerank_review import GroundingCheck, RerankReview
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
@@ -385,7 +388,9 @@ class RerankSpec:
             run.review_request(
                 f"grounding: the top {len(g.checked)} passages do not answer the query"
                 + (" (the check fell back)" if g.source == "fallback" else ""),
-                {"query": plan.query, "grounding": g.model_dump(mode="json")},
+                RerankReview(
+                    query=plan.query, grounding=GroundingCheck.model_validate(g.model_dump())
+                ),
                 g.checked,
                 passages=plan.data.items,
             )
@@ -442,8 +447,15 @@ DEFINITION: JobDefinition[RerankInput, RerankOptionsModel, RerankResult] = JobDe
     input=RerankInput,
     result=RerankResult,
     spec=RerankSpec.of,
-    default_judge="local:minilm",
     response=_respond,
+    review=RERANK_REVIEW,
+    evaluation=Evaluation(
+        measures=("nDCG@10", "P@10", "P(rel=2)@10", "RR", "RR(rel=2)"),
+        golden="evidex.evaluate.golden:RerankGolden",
+        evaluator="evidex.evaluate.rerank:RerankEvaluator",
+        from_reviews="evidex.evaluate.review_export:export_rerank_reviews",
+    ),
+    documents=RERANK_DOCUMENTS,
 )
 
 rerank = sync_of(arerank)

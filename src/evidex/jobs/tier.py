@@ -11,29 +11,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
 from evidex.harness.assemble import stamped, with_duplicates
-from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
-from evidex.jobs._cascade import CascadeReport, cascade_tiers
-from evidex.jobs._common import RISK_HELP, QueryInput, RunOptions, prompt_template, sync_of
-from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext
+from evidex.harness.staged import staged
+from evidex.jobs._cascade import CascadeReport, CheapScoreStep, cascade_tiers
+from evidex.jobs._common import (
+    RISK_HELP,
+    QueryInput,
+    QueryPassages,
+    RunOptions,
+    plan_query,
+    prompt_template,
+    sync_of,
+)
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._tier_documents import TIER_DOCUMENTS
+from evidex.jobs._tier_review import REVIEW as TIER_REVIEW
+from evidex.jobs._tier_review import TierGrade, TierReview
 from evidex.jobs.select import SelectedContext, select_context
-from evidex.judges.cascade import CascadeJudge
 from evidex.judging import Judge
 from evidex.loaders import load_examples
 from evidex.preflight import (
-    Prepared,
-    coerce_passages,
     passage_of,
-    prepare_passages,
-    require_text,
 )
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.tier import (
@@ -192,12 +197,6 @@ class TierResult(JobResult):
 
 
 @dataclass(frozen=True)
-class _Prepared:
-    items: list[Passage]
-    prepared: Prepared
-
-
-@dataclass(frozen=True)
 class TierSpec:
     """The tier job as the harness runs it."""
 
@@ -229,42 +228,30 @@ class TierSpec:
     def batch(self, query: str, passages: Sequence[Passage]) -> TierBatch:
         return TierBatch(query, tuple(passages), self.scheme, self.examples, self.risk)
 
-    def plan(self, item: TierInput, judge: Judge) -> Plan[_Prepared]:
-        query = require_text(item.query, "the query")
-        items = coerce_passages(item.passages)
-        probe = TierStep(self.template).request(self.batch(query, ()))
-        fixed = "".join(m.content for m in probe.messages)
-        prepared = prepare_passages(
-            items,
-            count_tokens=judge.count_tokens,
-            max_passage_tokens=passage_limit(judge, fixed, self.batch_size),
-        )
-        return Plan(
-            query=query,
-            data=_Prepared(items, prepared),
-            risk=self.risk.value,
-            events=tuple(e for e in (judge.query_truncation(query), *prepared.events) if e),
-            id=item.id,
+    def plan(self, item: TierInput, judge: Judge) -> Plan[QueryPassages]:
+        return plan_query(
+            item,
+            judge,
+            lambda q: TierStep(self.template).request(self.batch(q, ())),
+            self.batch_size,
+            self.risk,
         )
 
-    async def execute(self, plan: Plan[_Prepared], run: JobRun) -> TierResult:
+    async def execute(self, plan: Plan[QueryPassages], run: JobRun) -> TierResult:
         passages = plan.data.prepared.passages
         size = self.batch_size
         step = TierStep(self.template)
-        report: CascadeReport | None = None
-        by_id: dict[str, TierAssignment] = {}
-        if isinstance(run.judge, CascadeJudge):
-            by_id, report = await cascade_tiers(
-                run.judge, run, plan.query, passages, partial(self.batch, plan.query), step, size
-            )
-        else:
+
+        async def grade(on: JobRun, some: Sequence[Passage]) -> list[TierAssignment]:
             batches = [
-                self.batch(plan.query, passages[i : i + size])
-                for i in range(0, len(passages), size)
+                self.batch(plan.query, some[i : i + size]) for i in range(0, len(some), size)
             ]
-            outcomes = await run.map(step, batches)
-            by_id = {a.passage_id: a for a in stamped(outcomes, _classifications)}
+            outcomes = await on.map(step, batches)
             run.note_warnings(outcomes)
+            return stamped(outcomes, _classifications)
+
+        found = await staged(run, plan.query, passages, grade, CheapScoreStep())
+        by_id, report = cascade_tiers(found, run, list(self.scheme.names), size)
         graded = with_duplicates(list(by_id.values()), plan.data.prepared.duplicates)
         by_id = {a.passage_id: a for a in graded}
         ordered = [by_id[p.passage_id] for p in plan.data.items]
@@ -281,7 +268,7 @@ class TierSpec:
         )
 
     def reviews(
-        self, plan: Plan[_Prepared], result: TierResult, run: JobRun
+        self, plan: Plan[QueryPassages], result: TierResult, run: JobRun
     ) -> list[ReviewRequest]:
         """High risk: a person confirms sampled top-tier grades (the spec's review gate)."""
         if self.risk is not RiskLevel.HIGH:
@@ -290,11 +277,11 @@ class TierSpec:
         return [
             run.review_request(
                 f"high risk: {top} grade needs human confirmation",
-                {
-                    "query": plan.query,
-                    "assignment": a.model_dump(mode="json"),
-                    "tiers": list(self.scheme.names),
-                },
+                TierReview(
+                    query=plan.query,
+                    assignment=TierGrade.model_validate(a.model_dump(mode="json")),
+                    tiers=list(self.scheme.names),
+                ),
                 [a.passage_id],
                 passages=plan.data.items,
             )
@@ -306,7 +293,7 @@ class TierSpec:
         ]
 
     def finish(
-        self, plan: Plan[_Prepared], result: TierResult, run: JobRun, routed: Sequence[Routed]
+        self, plan: Plan[QueryPassages], result: TierResult, run: JobRun, routed: Sequence[Routed]
     ) -> TierResult:
         return result.model_copy(update=run.totals(routed))
 
@@ -371,11 +358,19 @@ DEFINITION: JobDefinition[TierInput, TierOptionsModel, TierResult] = JobDefiniti
     input=TierInput,
     result=TierResult,
     spec=TierSpec.of,
-    default_judge="local:minilm",
     response=_respond,
     extras=ContextChoice,
     response_type=TierReport,
     fell_back=_fell_back,
+    review=TIER_REVIEW,
+    evaluation=Evaluation(
+        measures=("kappa", "kappa_linear", "kappa_quadratic", "accuracy", "macro_f1"),
+        golden="evidex.evaluate.golden:TierGolden",
+        evaluator="evidex.evaluate.tier:TierEvaluator",
+        calibrate="evidex.evaluate.calibrate:calibrate_tier",
+        from_reviews="evidex.evaluate.review_export:export_tier_reviews",
+    ),
+    documents=TIER_DOCUMENTS,
 )
 
 tier = sync_of(atier)

@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
 
 from evidex.errors import ConfigError
-from evidex.judges._options import parse_options
 from evidex.judges._qwen import LlamaJudge, LlamaOptions
 from evidex.judges._weights import file_sha256
 
@@ -72,12 +70,9 @@ class GGUFJudge(LlamaJudge):
         super().__init__(judge_id, options)
         self.options: GGUFOptions
 
-    @classmethod
-    def from_spec(cls, spec: str, **options: Any) -> GGUFJudge:
-        """Build from ``local:gguf`` and options (``path=FILE``; see :class:`GGUFOptions`)."""
-        if spec != "local:gguf":
-            raise ConfigError(f"the GGUF judge answers to 'local:gguf', not {spec!r}")
-        return cls(spec, parse_options(GGUFOptions, options, spec))
+    spec = "local:gguf"
+    options_model = GGUFOptions
+    wrong_spec = "the GGUF judge answers to 'local:gguf', not {spec!r}"
 
     def model_path(self) -> Path:
         return check_gguf(self._path)

@@ -40,7 +40,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import platformdirs
 
@@ -59,6 +59,9 @@ from evidex.types import Usage
 __all__ = ["QWEN_WEIGHTS", "CallTiming", "LlamaJudge", "LlamaOptions", "QwenJudge", "QwenOptions"]
 
 logger = logging.getLogger("evidex.judges")
+
+T = TypeVar("T")
+J = TypeVar("J", bound="LlamaJudge")
 
 QWEN_WEIGHTS = ChunkedWeights(
     filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
@@ -130,6 +133,7 @@ class LlamaJudge(Judge):
     subclasses say where the file comes from and what it is called."""
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
+    reads_prompts: ClassVar[bool] = True
     max_concurrency = 1
     # A batch takes one to three minutes on two idle cores and several times that on a busy
     # machine; a call that times out cannot be stopped (llama.cpp keeps the thread and the
@@ -147,6 +151,20 @@ class LlamaJudge(Judge):
         """Called with the timing of every call (benchmarks and metrics subscribe here)."""
         self.busy_s = 0.0
         """Seconds spent inside llama.cpp calls by this judge, to tell model time from overhead."""
+
+    spec: ClassVar[str]
+    """The one spec string a subclass answers to."""
+    options_model: ClassVar[type[LlamaOptions]]
+    """The options the subclass takes (parsed from the spec's options by :meth:`from_spec`)."""
+    wrong_spec: ClassVar[str]
+    """The error for another spec string (``{spec}``: the one given)."""
+
+    @classmethod
+    def from_spec(cls: type[J], spec: str, **options: Any) -> J:
+        """Build from the subclass's :attr:`spec` and options (see its :attr:`options_model`)."""
+        if spec != cls.spec:
+            raise ConfigError(cls.wrong_spec.format(spec=spec))
+        return cls(spec, parse_options(cls.options_model, options, spec))
 
     # ------------------------------------------------------------------ identity
 
@@ -268,22 +286,16 @@ class LlamaJudge(Judge):
             else {"role": m["role"], "content": m["content"]}
             for m in messages
         ]
-        with loaded.lock:
-            started = time.perf_counter()
-            if not self.options.reuse_prefix:
-                loaded.decoder.reset()
+
+        def score() -> CandidateScores:
             tokens = loaded.prompt_tokens(chat)
             if reply_prefix:
                 tokens += loaded.llama.tokenize(
                     reply_prefix.encode("utf-8"), add_bos=False, special=False
                 )
-            try:
-                scores = score_candidates(loaded.llama, loaded.decoder, tokens, candidates)
-            except ContextOverflow as exc:
-                raise JudgeUnavailable(f"{self.judge_id}: {exc}") from exc
-            except RuntimeError as exc:
-                raise JudgeUnavailable(f"{self.judge_id} failed: {exc}") from exc
-            wall = time.perf_counter() - started
+            return score_candidates(loaded.llama, loaded.decoder, tokens, candidates)
+
+        scores, wall = self._locked(loaded, score)
         self._record(
             CallTiming(
                 prompt_tokens=scores.prompt_tokens,
@@ -295,6 +307,28 @@ class LlamaJudge(Judge):
             )
         )
         return scores
+
+    def _locked(
+        self, loaded: _Loaded, call: Callable[[], T], cancelled: threading.Event | None = None
+    ) -> tuple[T, float]:
+        """``call()`` run while holding the model's lock, and its wall time: the KV cache is
+        dropped first unless ``reuse_prefix``, a call cancelled while it waited for the lock
+        never starts, and llama.cpp's failures (a prompt over the context window among them)
+        become :class:`JudgeUnavailable`. Every use of the model goes through here, since
+        llama.cpp is not re-entrant."""
+        with loaded.lock:
+            if cancelled is not None and cancelled.is_set():
+                raise JudgeUnavailable(f"{self.judge_id} call cancelled before it started")
+            started = time.perf_counter()
+            if not self.options.reuse_prefix:
+                loaded.decoder.reset()
+            try:
+                result = call()
+            except ContextOverflow as exc:
+                raise JudgeUnavailable(f"{self.judge_id}: {exc}") from exc
+            except (ValueError, RuntimeError) as exc:
+                raise JudgeUnavailable(f"{self.judge_id} failed: {exc}") from exc
+            return result, time.perf_counter() - started
 
     def _record(self, timing: CallTiming) -> None:
         self.busy_s += timing.wall_s
@@ -364,26 +398,18 @@ class LlamaJudge(Judge):
         # model write them in schema order (the task puts passage_id and tier first on purpose).
         grammar = _grammar(self._llama_cpp, json.dumps(request.schema, ensure_ascii=False))
         messages = [{"role": m.role, "content": m.content} for m in request.messages]
-        with loaded.lock:
-            if cancelled.is_set():
-                raise JudgeUnavailable(f"{self.judge_id} call cancelled before it started")
-            started = time.perf_counter()
-            if not self.options.reuse_prefix:
-                loaded.decoder.reset()
-            try:
-                decoded = loaded.decoder.complete(
-                    loaded.prompt_tokens(messages),
-                    grammar,
-                    temperature=request.temperature,
-                    max_tokens=request.max_tokens,
-                    seed=self.options.seed,
-                    draft=self.options.draft,
-                )
-            except ContextOverflow as exc:
-                raise JudgeUnavailable(f"{self.judge_id}: {exc}") from exc
-            except (ValueError, RuntimeError) as exc:
-                raise JudgeUnavailable(f"{self.judge_id} failed: {exc}") from exc
-            wall = time.perf_counter() - started
+        decoded, wall = self._locked(
+            loaded,
+            lambda: loaded.decoder.complete(
+                loaded.prompt_tokens(messages),
+                grammar,
+                temperature=request.temperature,
+                max_tokens=request.max_tokens,
+                seed=self.options.seed,
+                draft=self.options.draft,
+            ),
+            cancelled,
+        )
         self._record(
             CallTiming(
                 prompt_tokens=decoded.prompt_tokens,
@@ -415,12 +441,9 @@ class QwenJudge(LlamaJudge):
         super().__init__(judge_id, options or QwenOptions())
         self.options: QwenOptions
 
-    @classmethod
-    def from_spec(cls, spec: str, **options: Any) -> QwenJudge:
-        """Build from ``local:qwen`` and options (see :class:`QwenOptions`)."""
-        if spec != "local:qwen":
-            raise ConfigError(f"unknown local LLM judge {spec!r}; the one available is local:qwen")
-        return cls(spec, parse_options(QwenOptions, options, spec))
+    spec = "local:qwen"
+    options_model = QwenOptions
+    wrong_spec = "unknown local LLM judge {spec!r}; the one available is local:qwen"
 
     def model_name(self) -> str:
         return f"qwen2.5-coder-1.5b-instruct-q4_k_m@{QWEN_WEIGHTS.sha256[:12]}"

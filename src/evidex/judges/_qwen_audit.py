@@ -40,6 +40,7 @@ from evidex.judges._claim_evidence import (
     EvidencePicker,
     split_claims,
 )
+from evidex.judges._qwen_score import model_reading
 from evidex.judging import AuditPayload, ClaimsPayload, ExtractPayload, Message, Payload
 from evidex.tasks.audit.checks import content_words, figures, number_errors, word_overlap_error
 
@@ -276,11 +277,8 @@ class AuditScorer:
         probs = self._grade(claim, evidence)
         level = self.cuts.level(probs)
         shown = ", ".join(f"{c} {float(p):.2f}" for c, p in probs.items())
-        why = (
-            f"heuristic ({self.name} class probabilities read from next-token distributions, "
-            f"not a written reading): {shown}; cut points {self.cuts}; "
-            f"{len(evidence)} candidate sentence(s) picked by MiniLM cosine "
-            f"(best {evidence[0].score:.2f})"
+        why = model_reading(
+            self.name, "class probabilities", shown, f"cut points {self.cuts}", evidence
         )
         if level == "contradicted":
             best = evidence[0]

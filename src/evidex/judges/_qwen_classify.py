@@ -31,6 +31,7 @@ from typing import Any
 
 from evidex._text import sha256_hex
 from evidex.judges._claim_evidence import MAX_EVIDENCE, MIN_COSINE, Embed, Evidence, EvidencePicker
+from evidex.judges._qwen_score import model_reading
 from evidex.judging import ClassifyPayload, Message
 from evidex.taxonomy import LabelDefinition
 
@@ -154,11 +155,8 @@ class ClassifyScorer:
     ) -> dict[str, Any]:
         """The reply for given probabilities (pure: no model call)."""
         shown = ", ".join(f"{n} {p:.2f}" for n, p in probs.items())
-        how = (
-            f"heuristic ({self.name} P(Yes) per label read from its next-token distribution, "
-            f"not a written reading: {shown}; cut point {self.cuts.assign:g}; "
-            f"{len(evidence)} candidate sentence(s) picked by MiniLM cosine, "
-            f"best {evidence[0].score:.2f})"
+        how = model_reading(
+            self.name, "P(Yes) per label", shown, f"cut point {self.cuts.assign:g}", evidence
         )
         gaps = []
         if evidence[0].score < MIN_COSINE:

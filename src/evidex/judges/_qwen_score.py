@@ -32,7 +32,20 @@ import numpy as np
 
 from evidex.judges._qwen_decode import ConstrainedDecoder
 
-__all__ = ["CandidateScores", "score_candidates"]
+__all__ = ["CandidateScores", "model_reading", "score_candidates"]
+
+
+def model_reading(name: str, read: str, shown: str, cuts: str, evidence: Sequence[Any]) -> str:
+    """How a score-mode grade was reached, for its explanation: the model ``name`` gave the
+    probabilities ``shown`` (``read``: of what) rather than a written reading, the ``cuts``
+    decided, on candidate sentences code picked (``evidence``, best first, each with its
+    cosine ``score``). The audit and classify scorers say it alike, so a reviewer reads one
+    wording for one method."""
+    return (
+        f"heuristic ({name} {read} read from next-token distributions, not a written "
+        f"reading): {shown}; {cuts}; {len(evidence)} candidate sentence(s) picked by MiniLM "
+        f"cosine (best {evidence[0].score:.2f})"
+    )
 
 
 @dataclass(frozen=True)

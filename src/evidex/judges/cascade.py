@@ -58,14 +58,13 @@ import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from evidex.errors import ConfigError
-from evidex.judging import Judge, JudgeReply, JudgeRequest
+from evidex.judging import Judge, JudgeReply, JudgeRequest, Split
 
 __all__ = [
     "Band",
@@ -208,14 +207,6 @@ def route_options(
     return own, stages[0], stages[1]
 
 
-@dataclass(frozen=True)
-class Split:
-    """Which items of one query the cheap judge settles and which go on."""
-
-    settled: tuple[int, ...]
-    sent: tuple[int, ...]
-
-
 class CascadeJudge(Judge):
     """The cheap judge settles items scored outside the band; the rest go to the expensive one.
 
@@ -305,6 +296,20 @@ class CascadeJudge(Judge):
 
     def supports(self, job: str) -> bool:
         return self.expensive.supports(job) and (job not in self.splits or self.cheap.supports(job))
+
+    def staging(self) -> CascadeJudge:
+        return self
+
+    def band_edges(self) -> tuple[float, float]:
+        return (self.band.low, self.band.high)
+
+    def band_label(self) -> str:
+        return self.band.label()
+
+    def cheap_scorer(self) -> Judge:
+        from evidex.judges.scoring import ScoringJudge
+
+        return ScoringJudge(self.cheap)
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         """A request that reaches the cascade itself (a job it does not split) passes through

@@ -1,11 +1,11 @@
 """How well each judge agrees with the reviewers: Cohen's kappa between the judge's grade and
 the reviewer's decision over resolved review items, per job × judge × prompt version.
 
-The reviewer's side is the golden label the decision stands for. For the tier job that is
-exactly what ``evidex review export`` writes (:func:`evidex.evaluate.review_export.
-export_tier_reviews`, called here per item); classify and audit read their decisions the same
-way (a label or ``accept`` names the label; a claim status per claim, or one for all claims);
-``reject`` says only what the grade is not, so it gives no pair. Rankings have no kappa.
+The reviewer's side is the golden label the decision stands for, read by the item's job's
+review payload model (``JobDefinition.review``), the same reading ``evidex review export``
+makes: a tier, a label or ``accept`` names the label; a claim status per claim, or one for all
+claims; ``reject`` says only what the grade is not, so it gives no pair. A job whose decisions
+are rankings (its ``ReviewKind.kappa`` false) has no kappa.
 
 Kappa is :func:`evidex.evaluate.metrics.cohen_kappa`; its interval is the percentile bootstrap
 of :func:`evidex.evaluate.metrics.bootstrap_ci` over review items (an item's passages or claims
@@ -14,7 +14,6 @@ resample together), 1000 resamples, seed 0, so the page shows the same numbers o
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +23,7 @@ from typing import Any
 from evidex.errors import EvidexError
 from evidex.evaluate.calibration import CALIBRATION_FILE, check_calibration
 from evidex.evaluate.metrics import bootstrap_ci, cohen_kappa
-from evidex.evaluate.review_export import export_tier_reviews
-from evidex.store import AUDIT_STATUSES
-from evidex.types import DEFAULT_TIERS, TierDefinition, TierScheme
+from evidex.jobs import review_kind
 
 __all__ = ["AgreementRow", "agreement", "pairs_of"]
 
@@ -50,6 +47,8 @@ class AgreementRow:
     high: float | None = None
     no_pair: int = 0
     """Items that gave no pair (a reject, a fallback with no judge grade, a ranking)."""
+    kappa_applies: bool = True
+    """Whether the job's decisions pair with grades at all (a ranking does not)."""
     calibration: str | None = None
     """The calibration record checked, if there is one."""
     stale: list[str] = field(default_factory=list)
@@ -59,66 +58,11 @@ class AgreementRow:
         return sum(len(u) for u in self.units)
 
 
-def _scheme(payload: Mapping[str, Any]) -> TierScheme:
-    names = [str(n) for n in payload.get("tiers") or []]
-    if not names or names == DEFAULT_TIERS.names:
-        return DEFAULT_TIERS
-    return TierScheme(
-        tiers=tuple(TierDefinition(name=n, definition=n) for n in names), fallback_tier=names[0]
-    )
-
-
 def pairs_of(item: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
     """The (reviewer, judge) label pairs a resolved item gives, and the labels they range
-    over. A graded value of a fallback is no judge grade: such items give no pair."""
-    job = str(item.get("job"))
-    payload: Mapping[str, Any] = item.get("payload") or {}
-    decision = str(item.get("decision") or "").strip()
-    if job == "tier":
-        scheme = _scheme(payload)
-        assignment = payload.get("assignment")
-        judged = (
-            {str(assignment.get("passage_id")): str(assignment.get("tier"))}
-            if isinstance(assignment, dict) and assignment.get("source") != "fallback"
-            else {}
-        )
-        golden = export_tier_reviews([item], scheme=scheme).records
-        pairs = [(g.tier, judged[g.passage_id]) for g in golden if g.passage_id in judged]
-        return [p for p in pairs if p[1] in scheme.names], scheme.names
-    if job == "classify":
-        labels = [*(str(x) for x in payload.get("labels") or []), "unclassifiable"]
-        judge = payload.get("label")
-        if not isinstance(judge, str) or judge not in labels:
-            return [], labels
-        gold: str | None = None
-        if decision.lower() == "accept":
-            gold = judge
-        elif decision in labels or decision.lower() == "unclassifiable":
-            gold = decision.lower() if decision.lower() == "unclassifiable" else decision
-        elif decision.startswith("["):
-            chosen = [str(x) for x in json.loads(decision)]
-            gold = judge if judge in chosen else (chosen[0] if chosen else None)
-        return ([(gold, judge)] if gold in labels else []), labels
-    if job == "audit":
-        labels = list(AUDIT_STATUSES)
-        judged = {}
-        for claim in payload.get("claims") or []:
-            if isinstance(claim, dict) and claim.get("claim_id"):
-                status = (
-                    "contradicted" if claim.get("contradicted") else claim.get("classification")
-                )
-                judged[str(claim["claim_id"])] = str(status)
-        if decision.lower() == "accept":
-            mapping = dict(judged)
-        elif decision.lower() in labels:
-            mapping = dict.fromkeys(judged, decision.lower())
-        elif decision.startswith("{"):
-            mapping = {str(k): str(v) for k, v in json.loads(decision).items()}
-        else:
-            return [], labels
-        pairs = [(mapping[c], judged[c]) for c in judged if c in mapping]
-        return [p for p in pairs if p[0] in labels and p[1] in labels], labels
-    return [], []
+    over, as the item's job reads its decision (its review payload model). A graded value of
+    a fallback is no judge grade: such items give no pair."""
+    return review_kind(str(item.get("job"))).pairs(item)
 
 
 def _kappa(labels: Sequence[str]) -> Any:
@@ -154,7 +98,12 @@ def agreement(
             prov.get("prompt_version") or "unknown",
         )
         row = groups.setdefault(
-            key, AgreementRow(*key, model_version=prov.get("model_version") or "")
+            key,
+            AgreementRow(
+                *key,
+                model_version=prov.get("model_version") or "",
+                kappa_applies=review_kind(key[0]).kappa,
+            ),
         )
         row.items += 1
         try:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from evidex.jobs import ReviewPayload, review_kind
+
 __all__ = [
     "AGES",
     "FACETS",
@@ -155,78 +157,29 @@ def highlight(
     return pieces, [(s, e) for s, e, _ in merged], list(dict.fromkeys(missing))
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []
-
-
-def _quotes_by_passage(job: str, payload: Mapping[str, Any]) -> dict[str, list[tuple[str, str]]]:
-    """The judge's snippets and quotes, keyed by the passage they cite ("" = any passage)."""
-    found: dict[str, list[tuple[str, str]]] = {}
-
-    def add(pid: Any, quote: Any, kind: str = "support") -> None:
-        if isinstance(quote, str) and quote.strip():
-            found.setdefault(str(pid or ""), []).append((quote, kind))
-
-    if job == "tier":
-        fallback = payload.get("fallback")
-        assignments = _dicts([payload.get("assignment")])
-        if isinstance(fallback, dict):
-            assignments += _dicts(fallback.get("classifications"))
-        for a in assignments:
-            add(a.get("passage_id"), a.get("key_evidence_snippet"))
-    elif job == "classify":
-        result = payload.get("result")
-        labels = _dicts(result.get("classifications")) if isinstance(result, dict) else []
-        for a in labels or _dicts([payload.get("assignment")]):
-            for e in _dicts(a.get("supporting_evidence")):
-                add(e.get("passage_id"), e.get("quoted_text"))
-            for e in _dicts(a.get("counter_evidence")):
-                add(e.get("passage_id"), e.get("quoted_text"), "counter")
-    elif job == "audit":
-        for claim in _dicts(payload.get("claims")):
-            cited = [str(c) for c in claim.get("supporting_context_ids") or []] or [""]
-            for quote in claim.get("supporting_quotes") or []:
-                for pid in cited:
-                    add(pid, quote)
-            add("", claim.get("contradicting_quote"), "counter")
-    return found
-
-
-def _grades_by_passage(job: str, payload: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The judge's tier and justification of each passage (tier items)."""
-    if job != "tier":
-        return {}
-    grades: dict[str, dict[str, Any]] = {}
-    fallback = payload.get("fallback")
-    if isinstance(fallback, dict):
-        for a in _dicts(fallback.get("classifications")):
-            grades[str(a.get("passage_id"))] = {**a, "source": a.get("source") or "fallback"}
-    for a in _dicts([payload.get("assignment")]):
-        grades[str(a.get("passage_id"))] = a
-    return grades
-
-
-def item_view(item: Mapping[str, Any], tiers: Sequence[str]) -> dict[str, Any]:
-    """What the item page shows of an item: its passages highlighted, the judge's grades, and
-    the values its decision controls offer."""
+def item_view(item: Mapping[str, Any]) -> dict[str, Any]:
+    """What the item page shows of an item: its payload read through its job's model, its
+    passages highlighted where the judge quoted them, the judge's grade of each, and the
+    partial template that shows the job's input, grades and decision controls."""
     job = str(item["job"])
-    payload: Mapping[str, Any] = item.get("payload") or {}
-    quotes = _quotes_by_passage(job, payload)
-    grades = _grades_by_passage(job, payload)
+    kind = review_kind(job)
+    payload = kind.read(item.get("payload"))
+    quotes = payload.quotes()
+    grades = payload.grades()
     anywhere = quotes.get("", [])
+    texts = {p.passage_id: p for p in payload.passages}
     passages = []
-    texts = {str(p.get("passage_id")): p for p in _dicts(payload.get("passages"))}
     for index, pid in enumerate([str(p) for p in item.get("passage_ids") or []] or list(texts)):
-        passage = texts.get(pid, {})
-        text = str(passage.get("text") or "")
+        passage = texts.get(pid)
+        text = passage.text if passage is not None else ""
         own = quotes.get(pid, [])
         pieces, spans, missing = highlight(text, [*own, *anywhere])
         passages.append(
             {
                 "index": index,
                 "passage_id": pid,
-                "title": passage.get("title"),
-                "url": passage.get("url"),
+                "title": passage.title if passage is not None else None,
+                "url": passage.url if passage is not None else None,
                 "text": text,
                 "pieces": pieces,
                 "spans": spans,
@@ -235,38 +188,34 @@ def item_view(item: Mapping[str, Any], tiers: Sequence[str]) -> dict[str, Any]:
                 "grade": grades.get(pid),
             }
         )
-    names = [str(x) for x in payload.get("tiers") or []] or list(tiers)
-    assignment = payload.get("assignment") if isinstance(payload.get("assignment"), dict) else None
-    claims = []
-    for c in _dicts(payload.get("claims")):
-        status = "contradicted" if c.get("contradicted") else c.get("classification")
-        claims.append({**c, "status": status})
+    steps = [
+        {**s.model_dump(exclude={"fallback"}), "fallback_json": _json(s.fallback)}
+        for s in payload.steps
+    ]
     return {
         "job": job,
         "payload": payload,
+        "template": kind.template,
         "passages": passages,
-        "tiers": names,
-        "assignment": assignment,
-        "judge_tier": (assignment or {}).get("tier"),
-        "labels": [str(x) for x in payload.get("labels") or []],
-        "judge_label": payload.get("label"),
-        "claims": claims,
-        "fallback_json": (
-            json.dumps(payload["fallback"], indent=2, ensure_ascii=False)
-            if "fallback" in payload
-            else None
-        ),
-        "errors": payload.get("errors") or [],
+        "passage_ids": [p["passage_id"] for p in passages],
+        "steps": steps,
     }
 
 
+def _json(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
 def attempts_of(item: Mapping[str, Any], rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The exchanges of the item among its run's audit rows: those of its batch when it has
-    one, else those whose labels name one of its passages, else every exchange of the run."""
+    """The exchanges of the item among its run's audit rows: those of its batches when it has
+    them (an item of several steps has one per step), else those whose labels name one of its
+    passages, else every exchange of the run."""
     exchanges = [r for r in rows if r.get("step") not in ("review", "") or r.get("raw_output")]
-    batch = item.get("batch_id")
-    if batch:
-        mine = [r for r in exchanges if r.get("batch_id") == batch]
+    steps = review_kind(str(item.get("job"))).read(item.get("payload")).steps
+    batches = {s.batch_id for s in steps if s.batch_id} | {str(item.get("batch_id") or "")}
+    batches.discard("")
+    if batches:
+        mine = [r for r in exchanges if r.get("batch_id") in batches]
     else:
         ids = {str(p) for p in item.get("passage_ids") or []}
         mine = [
@@ -296,45 +245,11 @@ class Form:
 
 def decision_from_form(item: Mapping[str, Any], view: Mapping[str, Any], form: Form) -> str:
     """The decision string the store checks, from the item page's controls. A typed decision
-    (``decision_text``) wins: it takes any form the store accepts."""
+    (``decision_text``) wins: it takes any form the store accepts; else the job's payload
+    model reads its own controls."""
     typed = form.get("decision_text").strip()
     if typed:
         return typed
     verdict = form.get("verdict").strip()
-    job = view["job"]
-    ids = [p["passage_id"] for p in view["passages"]]
-    if job == "tier":
-        chosen = {
-            pid: form.get(f"tier_p{i}") for i, pid in enumerate(ids) if form.get(f"tier_p{i}")
-        }
-        if not chosen:
-            return verdict
-        base = verdict if verdict in view["tiers"] else None
-        return json.dumps({pid: chosen.get(pid) or base for pid in ids}, ensure_ascii=False)
-    if job == "rerank" and verdict == "ranking":
-
-        def rank(i: int) -> float:
-            try:
-                return float(form.get(f"rank_p{i}"))
-            except ValueError:
-                return math.inf
-
-        order = sorted(range(len(ids)), key=lambda i: (rank(i), i))
-        return json.dumps([ids[i] for i in order], ensure_ascii=False)
-    if job == "classify" and verdict == "labels":
-        labels = form.all("label")
-        return (
-            labels[0]
-            if len(labels) == 1
-            else json.dumps(labels, ensure_ascii=False)
-            if labels
-            else ""
-        )
-    if job == "audit" and verdict == "claims":
-        mapping = {
-            str(c["claim_id"]): form.get(f"claim_{i}")
-            for i, c in enumerate(view["claims"])
-            if c.get("claim_id")
-        }
-        return json.dumps(mapping, ensure_ascii=False)
-    return verdict
+    payload: ReviewPayload = view["payload"]
+    return payload.from_form(verdict, form, view["passage_ids"])

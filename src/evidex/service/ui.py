@@ -42,8 +42,7 @@ from evidex.service._ui_views import (
     item_view,
 )
 from evidex.service.auth import SESSION_COOKIE, Principal
-from evidex.store import AUDIT_STATUSES, DEFAULT_LEASE_S, SqlStore
-from evidex.types import DEFAULT_TIERS
+from evidex.store import DEFAULT_LEASE_S, SqlStore
 
 __all__ = ["LOGIN_CSRF_COOKIE", "register_ui"]
 
@@ -283,7 +282,7 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
             who=who,
             title=f"Review item {item_id}",
             item=item,
-            view=item_view(item, DEFAULT_TIERS.names),
+            view=item_view(item),
             attempts=attempts_of(item, rows),
             provenance=provenance,
             lease=lease,
@@ -293,7 +292,6 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
             filters={k: v for k, v in filters.items() if k != "status"},
             error=error,
             resolved_notice=request.query_params.get("resolved"),
-            statuses=AUDIT_STATUSES,
         )
 
     @app.get("/ui/item/{item_id}", include_in_schema=False)
@@ -323,7 +321,7 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
             item = await asyncio.to_thread(store.get_review, item_id)
         except InputError as exc:
             raise _PageError(404, str(exc)) from exc
-        view = item_view(item, DEFAULT_TIERS.names)
+        view = item_view(item)
         decision = decision_from_form(item, view, form)
         note = form.get("note").strip() or None
         try:

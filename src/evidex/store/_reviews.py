@@ -12,6 +12,8 @@
   lease holds; whoever comes second gets :class:`~evidex.errors.ReviewConflict` and nothing is
   written. The decision is checked against the job's and the item's allowed values first
   (:mod:`evidex.store._decisions`).
+- **One item per input and reason.** A further step of an input that already has its
+  fallback item updates that item (:meth:`ReviewQueue.update_review`) instead of adding one.
 """
 
 from __future__ import annotations
@@ -123,6 +125,14 @@ class ReviewQueue:
                 return int(existing)
             except SQLAlchemyError as exc:
                 raise StoreError(f"cannot write the review queue: {exc}") from exc
+
+    def update_review(self, item_id: int, request: ReviewRequest) -> None:
+        """Replace a pending item's passage ids and payload: a further step of the same input
+        fell back, or its job completed what the item holds (one item per input and reason).
+        The dedup key stays the one the item was opened with, so a re-run of the same input
+        still finds it; a resolved item is left as its reviewer saw it."""
+        values = request.model_dump(mode="json", include={"passage_ids", "payload"})
+        self._write(q.update().where(q.c.id == item_id, q.c.status == "pending").values(**values))
 
     # ------------------------------------------------------------------ read
 

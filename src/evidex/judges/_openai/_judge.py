@@ -84,6 +84,7 @@ class OpenAIJudge(Judge):
     """
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
+    reads_prompts: ClassVar[bool] = True
 
     class Options(BaseModel):
         """Options of ``openai:MODEL``; a misspelled one is a :class:`ConfigError`."""

@@ -1,0 +1,211 @@
+"""The classify job's review payload: the input, the taxonomy's labels, the judge's answer (the
+label in question, with its confidence and evidence) or the fallback's, and the decisions.
+
+Decisions: a label of the taxonomy, a JSON array of them (each at most once), ``accept`` (the
+judge's label), ``unclassifiable`` or ``reject``. A label decision becomes a
+:class:`~evidex.evaluate.golden.ClassifyGolden` row; ``unclassifiable`` and ``reject`` name no
+label of the taxonomy, so they give none (and say so).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, Field, model_validator
+
+from evidex.errors import InputError
+from evidex.jobs._review import (
+    VERDICTS,
+    ExportContext,
+    FormFields,
+    Pair,
+    ReviewKind,
+    ReviewPayload,
+    _Lenient,
+    short,
+)
+
+__all__ = ["REVIEW", "ClassifyReview", "LabelGrade"]
+
+UNCLASSIFIABLE = "unclassifiable"
+
+
+class EvidenceRef(_Lenient):
+    passage_id: str = ""
+    quoted_text: str | None = None
+    rationale: str | None = None
+
+
+class LabelGrade(_Lenient):
+    """One label the judge assigned, with its confidence and the evidence it cited."""
+
+    label: str = ""
+    confidence: float | None = None
+    supporting_evidence: list[EvidenceRef] = Field(default_factory=list)
+    counter_evidence: list[EvidenceRef] = Field(default_factory=list)
+
+
+class ClassifyAnswer(_Lenient):
+    """The judge's (or the fallback's) whole answer."""
+
+    classifications: list[LabelGrade] = Field(default_factory=list)
+    unclassifiable: bool = False
+    unclassifiable_reason: str | None = None
+    evidence_gaps: list[str] = Field(default_factory=list)
+    source: str | None = None
+
+
+class ClassifyReview(ReviewPayload):
+    """A classify item: a label routed for its confidence or its evidence (``assignment``), an
+    answer with no label (``result``), or a call that fell back (``fallback``)."""
+
+    input: str = ""
+    labels: list[str] = Field(default_factory=list)
+    label: str | None = None
+    assignment: LabelGrade | None = None
+    result: ClassifyAnswer | None = None
+    fallback: ClassifyAnswer | None = None
+    job_word: ClassVar[str] = "classify"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _input_of_old_fallbacks(cls, data: Any) -> Any:
+        """A fallback item of before named its input ``query`` (the batch's description)."""
+        if isinstance(data, dict) and not data.get("input") and data.get("query"):
+            return {**data, "input": data["query"]}
+        return data
+
+    @property
+    def answer(self) -> ClassifyAnswer | None:
+        return self.result or self.fallback
+
+    @property
+    def taxonomy(self) -> list[str]:
+        """The labels a reviewer chooses from (an item of before named only those it used)."""
+        if self.labels:
+            return list(self.labels)
+        found = [self.label] if self.label else []
+        found += [a.label for a in (self.answer.classifications if self.answer else [])]
+        return list(dict.fromkeys(x for x in found if x))
+
+    @property
+    def judge_grades(self) -> list[LabelGrade]:
+        """What the judge said: the label in question, else every label of its answer."""
+        if self.assignment is not None:
+            return [self.assignment]
+        return list(self.result.classifications) if self.result else []
+
+    @property
+    def judge_word(self) -> str:
+        """The judge's answer in one word, for the page: its label(s), ``unclassifiable``, or
+        the fallback's ``unclassifiable (fallback)``."""
+        if self.judge_grades:
+            return ", ".join(g.label for g in self.judge_grades)
+        if self.fallback is not None and self.result is None:
+            return f"{UNCLASSIFIABLE} (fallback)"
+        return UNCLASSIFIABLE
+
+    def judge_values(self) -> list[str]:
+        return [self.judge_word]
+
+    def quotes(self) -> dict[str, list[tuple[str, str]]]:
+        found: dict[str, list[tuple[str, str]]] = {}
+        grades = list(self.answer.classifications) if self.answer else []
+        for a in grades or ([self.assignment] if self.assignment else []):
+            for kind, refs in (("support", a.supporting_evidence), ("counter", a.counter_evidence)):
+                for e in refs:
+                    if e.quoted_text and e.quoted_text.strip():
+                        found.setdefault(e.passage_id, []).append((e.quoted_text, kind))
+        return found
+
+    # ------------------------------------------------------------------ decisions
+
+    def allowed(self, passage_ids: Sequence[str]) -> str:
+        words = (*self.taxonomy, *VERDICTS, UNCLASSIFIABLE)
+        return f"allowed: {', '.join(words)}, or a JSON array of labels"
+
+    def check(self, value: str, passage_ids: Sequence[str]) -> str:
+        labels = self.taxonomy
+        if value.lower() in (*VERDICTS, UNCLASSIFIABLE):
+            return value.lower()
+        if value in labels:
+            return value
+        if value.startswith("["):
+            chosen = self.parse_json(value, list, passage_ids)
+            bad = sorted({str(v) for v in chosen if v not in labels})
+            if bad or not chosen or len(set(chosen)) != len(chosen):
+                raise InputError(
+                    f"a list of labels names each label of the taxonomy at most once "
+                    f"({', '.join(labels) or 'none known'}); not allowed: {short(bad)}"
+                )
+            return json.dumps(chosen, ensure_ascii=False)
+        raise self.not_allowed(value, passage_ids)
+
+    def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        if verdict != "labels":
+            return verdict
+        chosen = form.all("label")
+        if len(chosen) == 1:
+            return chosen[0]
+        return json.dumps(chosen, ensure_ascii=False) if chosen else ""
+
+    # ------------------------------------------------------------------ golden labels
+
+    def decided(self, decision: str) -> list[str]:
+        """The gold labels a decision names (empty: it names none of the taxonomy)."""
+        if decision.lower() == "accept":
+            return [g.label for g in self.judge_grades if g.label]
+        if decision in self.taxonomy:
+            return [decision]
+        if decision.startswith("["):
+            return [str(x) for x in json.loads(decision)]
+        return []
+
+    def golden(
+        self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
+    ) -> tuple[list[BaseModel], list[str]]:
+        from evidex.evaluate.golden import ClassifyGolden
+        from evidex.types import Passage
+
+        if not self.input.strip():
+            raise InputError("the item's payload has no input")
+        labels = self.decided(decision)
+        if not labels:
+            raise InputError(f"{decision!r} names no label of the taxonomy, so no gold label")
+        texts = {**context.texts, **self.passage_texts()}
+        shown = [p.passage_id for p in self.passages] or list(passage_ids)
+        passages = [Passage(passage_id=pid, text=texts[pid]) for pid in shown if texts.get(pid)]
+        rationale = []
+        if decision.lower() == "accept":
+            rationale = [e.passage_id for g in self.judge_grades for e in g.supporting_evidence]
+        record = ClassifyGolden(
+            id=f"review-{item_id}",
+            input=self.input,
+            passages=passages,
+            labels=labels,
+            rationale_ids=list(dict.fromkeys(rationale)),
+        )
+        missing = [f"no text for passage {p!r}; pass the corpus" for p in shown if not texts.get(p)]
+        return [record], missing
+
+    def pairs(self, decision: str, passage_ids: Sequence[str]) -> tuple[list[Pair], list[str]]:
+        labels = [*self.taxonomy, UNCLASSIFIABLE]
+        judge = self.label
+        if not judge or judge not in labels:
+            return [], labels
+        gold: str | None = None
+        if decision.lower() == "accept":
+            gold = judge
+        elif decision.lower() == UNCLASSIFIABLE:
+            gold = UNCLASSIFIABLE
+        elif decision in labels:
+            gold = decision
+        elif decision.startswith("["):
+            chosen = [str(x) for x in json.loads(decision)]
+            gold = judge if judge in chosen else (chosen[0] if chosen else None)
+        return ([(gold, judge)] if gold in labels else []), labels
+
+
+REVIEW = ReviewKind(payload=ClassifyReview, template="jobs/classify.html")

@@ -1,0 +1,182 @@
+"""The rerank job's review payload: the query, its candidates, and what the judge made of them
+(a grounding check's tier per top passage; a fallback's retrieval order), and the decisions.
+
+Decisions: a ranking of the item's passage ids, best first, each at most once (a JSON array or
+a comma list), ``accept`` or ``reject``. A ranking becomes a :class:`~evidex.evaluate.golden.
+RerankGolden` row whose grades are the ranking's positions (best of *n* graded *n*, the next
+*n − 1*, ..., unranked candidates 0): an order said as graded judgments, which is what nDCG
+reads. ``accept`` gives a row only where the judge ranked (a grounding check's order); a
+fallback's order is retrieval order, not a judgment.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from typing import ClassVar
+
+from pydantic import BaseModel, Field
+
+from evidex.errors import InputError
+from evidex.jobs._review import (
+    VERDICTS,
+    ExportContext,
+    FormFields,
+    PassageGrade,
+    ReviewKind,
+    ReviewPayload,
+    _Lenient,
+    short,
+)
+
+__all__ = ["REVIEW", "RerankReview"]
+
+
+class GroundingCheck(_Lenient):
+    """Whether the top-k answered the query (see ``jobs._rerank_grounding.Grounding``)."""
+
+    answered: bool | None = None
+    supporting: list[str] = Field(default_factory=list)
+    checked: list[str] = Field(default_factory=list)
+    tiers: dict[str, str] = Field(default_factory=dict)
+    reason: str | None = None
+    source: str | None = None
+
+
+class RankedRef(_Lenient):
+    passage_id: str = ""
+    rank: int | None = None
+    relevance_score: float | None = None
+    justification: str | None = None
+    tier: str | None = None
+
+
+class RerankFallbackValue(_Lenient):
+    """A fallback's value, whichever step fell back: a ranking (allpairs, listwise), scores
+    (pointwise), a comparison (pairwise) or tiers (the grounding check)."""
+
+    ranked_passages: list[RankedRef] = Field(default_factory=list)
+    scores: list[RankedRef] = Field(default_factory=list)
+    classifications: list[RankedRef] = Field(default_factory=list)
+    winner: str | None = None
+    justification: str | None = None
+
+
+class RerankReview(ReviewPayload):
+    """A rerank item: a grounding check that found the top-k does not answer the query, or a
+    step (a ranking, a window, a comparison, a score batch) that fell back."""
+
+    query: str = ""
+    strategy: str | None = None
+    flag: str | None = None
+    grounding: GroundingCheck | None = None
+    fallback: RerankFallbackValue | None = None
+    job_word: ClassVar[str] = "rerank"
+
+    def grades(self) -> dict[str, PassageGrade]:
+        found: dict[str, PassageGrade] = {}
+        for step in self.steps or []:
+            value = RerankFallbackValue.model_validate(step.fallback or {})
+            self._fallback_grades(value, found)
+        if self.fallback is not None:
+            self._fallback_grades(self.fallback, found)
+        if self.grounding is not None:
+            checked = self.grounding.checked
+            for position, pid in enumerate(checked, 1):
+                tier = self.grounding.tiers.get(pid)
+                fell_back = self.grounding.source == "fallback"
+                word = f"rank {position}" + (f" · {tier}" if tier else "")
+                found[pid] = PassageGrade(word, self.grounding.reason, fell_back)
+        return found
+
+    @staticmethod
+    def _fallback_grades(value: RerankFallbackValue, found: dict[str, PassageGrade]) -> None:
+        for r in value.ranked_passages or value.scores:
+            word = f"rank {r.rank}" if r.rank else "retrieval order"
+            found[r.passage_id] = PassageGrade(word, r.justification, True)
+        for r in value.classifications:
+            if r.tier:
+                found[r.passage_id] = PassageGrade(r.tier, r.justification, True)
+
+    def judge_values(self) -> list[str]:
+        return [g.grade for g in self.grades().values()]
+
+    @property
+    def judged_order(self) -> list[str]:
+        """The order the judge gave (a grounding check's top-k), empty for a fallback."""
+        g = self.grounding
+        return list(g.checked) if g is not None and g.source != "fallback" else []
+
+    # ------------------------------------------------------------------ decisions
+
+    def allowed(self, passage_ids: Sequence[str]) -> str:
+        return (
+            f"allowed: {', '.join(VERDICTS)}, or a ranking of the item's passage ids "
+            f"({short(list(passage_ids))}) as a JSON array or a comma list"
+        )
+
+    def check(self, value: str, passage_ids: Sequence[str]) -> str:
+        if value.lower() in VERDICTS:
+            return value.lower()
+        if value.startswith("["):
+            ranking = [str(v) for v in self.parse_json(value, list, passage_ids)]
+        else:
+            ranking = [part.strip() for part in value.split(",") if part.strip()]
+        unknown = sorted(set(ranking) - set(passage_ids))
+        if not ranking or unknown or len(set(ranking)) != len(ranking):
+            if len(ranking) <= 1 and not value.startswith("[") and unknown:
+                raise self.not_allowed(value, passage_ids)
+            raise InputError(
+                f"a ranking lists this item's passage ids ({short(list(passage_ids))}), best "
+                "first, each at most once" + (f"; unknown: {short(unknown)}" if unknown else "")
+            )
+        return json.dumps(ranking, ensure_ascii=False)
+
+    def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        if verdict != "ranking":
+            return verdict
+
+        def rank(i: int) -> float:
+            try:
+                return float(form.get(f"rank_p{i}"))
+            except ValueError:
+                return math.inf
+
+        order = sorted(range(len(passage_ids)), key=lambda i: (rank(i), i))
+        return json.dumps([passage_ids[i] for i in order], ensure_ascii=False)
+
+    # ------------------------------------------------------------------ golden labels
+
+    def ranking(self, decision: str) -> list[str]:
+        if decision.lower() == "accept":
+            if not self.judged_order:
+                raise InputError("'accept' on a fallback accepts retrieval order: no judgment")
+            return self.judged_order
+        if decision.lower() == "reject":
+            raise InputError("'reject' says the ranking is wrong, not what it is")
+        if decision.startswith("["):
+            return [str(x) for x in json.loads(decision)]
+        return [part.strip() for part in decision.split(",") if part.strip()]
+
+    def golden(
+        self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
+    ) -> tuple[list[BaseModel], list[str]]:
+        from evidex.evaluate.golden import RerankGolden
+        from evidex.types import Passage
+
+        if not self.query.strip():
+            raise InputError("the item's payload has no query")
+        order = self.ranking(decision)
+        texts = {**context.texts, **self.passage_texts()}
+        shown = [p.passage_id for p in self.passages] or list(passage_ids)
+        candidates = [Passage(passage_id=p, text=texts[p]) for p in shown if texts.get(p)]
+        if not candidates:
+            raise InputError("no candidate text in the item; pass the corpus")
+        grades = {pid: len(order) - i for i, pid in enumerate(order)}
+        record = RerankGolden(query=self.query, candidates=candidates, grades=grades)
+        missing = [f"no text for passage {p!r}; pass the corpus" for p in shown if not texts.get(p)]
+        return [record], missing
+
+
+REVIEW = ReviewKind(payload=RerankReview, template="jobs/rerank.html", kappa=False)

@@ -1,0 +1,284 @@
+"""The review side of a job: what a reviewer sees of an item, what they may decide, and how a
+decision becomes a golden label.
+
+A review item's payload is stored as JSON; each job reads it back through its own
+:class:`ReviewPayload` model (``evidex.jobs._<job>_review``), so the store, the review UI, the
+agreement page and the export ask the model, never a string key. The models are lenient on
+purpose: every field has a default, unknown keys are kept, and validators read the shapes that
+items written before the models existed have (an item still in the queue must still open).
+
+A job's :class:`ReviewKind` (its ``JobDefinition.review``) names its payload model and the
+partial template that shows it (``templates/jobs/<job>.html``); :func:`review_kind` finds it by
+the item's job, and a job nobody registered gets the plain accept/reject kind.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from evidex.errors import InputError
+from evidex.types import DEFAULT_TIERS, TierScheme
+
+__all__ = [
+    "VERDICTS",
+    "ExportContext",
+    "FormFields",
+    "PassageGrade",
+    "ReviewKind",
+    "ReviewPassage",
+    "ReviewPayload",
+    "StepAttempts",
+]
+
+VERDICTS = ("accept", "reject")
+MAX_SHOWN = 60
+
+Pair = tuple[str, str]
+"""(reviewer's label, judge's label)."""
+
+
+class _Lenient(BaseModel):
+    """Stored JSON read back: unknown keys kept (newer or older writers), nothing required."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class ReviewPassage(_Lenient):
+    """A passage as the judge read it, stored in full so the reviewer reads the same text."""
+
+    passage_id: str
+    text: str = ""
+    title: str | None = None
+    url: str | None = None
+
+    @field_validator("passage_id", mode="before")
+    @classmethod
+    def _id_text(cls, value: Any) -> Any:
+        return str(value) if value is not None else ""
+
+
+class StepAttempts(_Lenient):
+    """One exchange whose replies never validated: its step, its batch and every attempt's
+    errors, so an item raised by several steps shows each without the audit log."""
+
+    step: str = ""
+    batch_id: str = ""
+    reason: str | None = None
+    errors: list[list[str]] = Field(default_factory=list)
+    last_raw_output: str | None = None
+    passage_ids: list[str] = Field(default_factory=list)
+    fallback: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class PassageGrade:
+    """The judge's grade of one passage, as the item page shows it next to the passage."""
+
+    grade: str
+    justification: str | None = None
+    fallback: bool = False
+
+
+@dataclass(frozen=True)
+class ExportContext:
+    """What a golden conversion may need besides the item: passage texts for items that do not
+    carry them, and the tier scheme the caller names (else the item's own)."""
+
+    texts: Mapping[str, str]
+    scheme: TierScheme | None = None
+
+
+class FormFields(Protocol):
+    """The item page's submitted controls (see ``service._ui_views.Form``)."""
+
+    def get(self, name: str, default: str = "") -> str: ...
+
+    def all(self, name: str) -> list[str]: ...
+
+
+class ReviewPayload(_Lenient):
+    """What every review item holds: the passages the judge read, and the attempts of every step
+    that fell back. A job's model adds its input, its grades and its decisions; the base is the
+    kind for a job no definition names (accept or reject)."""
+
+    passages: list[ReviewPassage] = Field(default_factory=list)
+    steps: list[StepAttempts] = Field(default_factory=list)
+    decision_words: ClassVar[str] = "accept, reject"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _steps_of_old_items(cls, data: Any) -> Any:
+        """Items from before ``steps`` kept one step's attempts at the top level."""
+        if not isinstance(data, Mapping) or data.get("steps"):
+            return data
+        if not any(k in data for k in ("errors", "last_raw_output", "step")):
+            return data
+        one = {
+            "step": data.get("step") or "",
+            "errors": data.get("errors") or [],
+            "last_raw_output": data.get("last_raw_output"),
+            "fallback": data.get("fallback") if isinstance(data.get("fallback"), dict) else None,
+        }
+        return {**data, "steps": [one]}
+
+    # ------------------------------------------------------------------ what a reviewer reads
+
+    def passage_texts(self) -> dict[str, str]:
+        return {p.passage_id: p.text for p in self.passages if p.text}
+
+    def quotes(self) -> dict[str, list[tuple[str, str]]]:
+        """The judge's quotes by the passage they cite ("" = any passage), each ``(quote,
+        kind)`` with kind ``support`` or ``counter``."""
+        return {}
+
+    def grades(self) -> dict[str, PassageGrade]:
+        """The judge's grade of each passage it graded."""
+        return {}
+
+    def judge_values(self) -> list[str]:
+        """Every grade the judge gave on this item, as the page prints them (for checks that
+        nothing reads "None")."""
+        return [g.grade for g in self.grades().values()]
+
+    # ------------------------------------------------------------------ decisions
+
+    def allowed(self, passage_ids: Sequence[str]) -> str:
+        """The decisions this item accepts, in words (the message of a refused one)."""
+        return f"allowed: {self.decision_words}"
+
+    def check(self, value: str, passage_ids: Sequence[str]) -> str:
+        """``value`` (trimmed, non-empty) as stored, or :class:`InputError` naming what is
+        allowed."""
+        if value.lower() in VERDICTS:
+            return value.lower()
+        raise self.not_allowed(value, passage_ids)
+
+    def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        """The decision the item page's controls stand for (a typed one wins before this)."""
+        return verdict
+
+    # ------------------------------------------------------------------ golden labels
+
+    def golden(
+        self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
+    ) -> tuple[list[BaseModel], list[str]]:
+        """The golden records a resolved item's decision gives, and why a part of it gave none
+        (a passage without its text); :class:`InputError` says why the whole item gives none.
+        The rows are what the job's evaluator reads (``evidex.evaluate.golden``)."""
+        raise InputError("this job has no golden format")
+
+    def pairs(self, decision: str, passage_ids: Sequence[str]) -> tuple[list[Pair], list[str]]:
+        """(reviewer, judge) label pairs for agreement, and the labels they range over."""
+        return [], []
+
+    # ------------------------------------------------------------------ helpers
+
+    def not_allowed(self, value: str, passage_ids: Sequence[str]) -> InputError:
+        shown = value if len(value) <= MAX_SHOWN else value[: MAX_SHOWN - 3] + "..."
+        what = "" if self.job_word == "this" else f"{self.job_word} "
+        return InputError(
+            f"decision {shown!r} is not allowed for this {what}item; {self.allowed(passage_ids)}"
+        )
+
+    job_word: ClassVar[str] = "this"
+
+    def parse_json(self, value: str, kind: type, passage_ids: Sequence[str]) -> Any:
+        try:
+            parsed = json.loads(value)
+        except ValueError as exc:
+            raise InputError(
+                f"the decision is not valid JSON ({exc}); {self.allowed(passage_ids)}"
+            ) from exc
+        if not isinstance(parsed, kind):
+            raise self.not_allowed(value, passage_ids)
+        return parsed
+
+
+def per_item(
+    mapping: dict[Any, Any], ids: Sequence[str], allowed: Sequence[str], words: tuple[str, str, str]
+) -> str:
+    """A decision per passage or claim: every key one of ``ids``, every value ``allowed``.
+    ``words``: what is keyed, what the values are, and how an unknown value is called."""
+    what, values, unknown = words
+    known = set(ids)
+    bad_ids = sorted(str(k) for k in mapping if str(k) not in known)
+    bad = sorted({str(v) for v in mapping.values() if v not in allowed})
+    if bad_ids or bad or not mapping:
+        raise InputError(
+            f"a per-{what} decision maps this item's {what} ids ({short(sorted(known))}) to "
+            f"{values} ({', '.join(allowed)}); "
+            + (f"unknown {what} ids: {short(bad_ids)}; " if bad_ids else "")
+            + (f"unknown {unknown}: {short(bad)}" if bad else "")
+        )
+    return json.dumps(mapping, ensure_ascii=False, sort_keys=True)
+
+
+def short(values: Sequence[str], limit: int = 10) -> str:
+    shown = ", ".join(values[:limit])
+    return shown + (f" (+{len(values) - limit} more)" if len(values) > limit else "")
+
+
+def scheme_of(names: Sequence[str]) -> TierScheme:
+    """The tier scheme of an item that names its tiers (else the default one)."""
+    from evidex.types import TierDefinition
+
+    if not names or list(names) == list(DEFAULT_TIERS.names):
+        return DEFAULT_TIERS
+    return TierScheme(
+        tiers=tuple(TierDefinition(name=n, definition=n) for n in names), fallback_tier=names[0]
+    )
+
+
+@dataclass(frozen=True)
+class ReviewKind:
+    """A job's review side, declared once in its definition: the payload model, the partial
+    template that shows it and its controls (the model turns decisions into the golden rows
+    of the job's evaluator). ``kappa``: whether a decision pairs with the judge's grade (a
+    ranking does not)."""
+
+    payload: type[ReviewPayload] = ReviewPayload
+    template: str = "jobs/generic.html"
+    kappa: bool = True
+
+    def read(self, payload: Any) -> ReviewPayload:
+        """The item's payload as the job's model. A payload the model cannot read (hand-made,
+        damaged) opens as an empty one rather than failing the page; its keys stay."""
+        data = payload if isinstance(payload, Mapping) else {}
+        try:
+            return self.payload.model_validate(dict(data))
+        except ValidationError:
+            return self.payload()
+
+    def check(self, item: Mapping[str, Any], decision: str, *, limit: int) -> str:
+        """The decision as it will be stored, or :class:`InputError` naming what the item
+        allows."""
+        payload, ids = self.read(item.get("payload")), _ids(item)
+        value = decision.strip()
+        if not value:
+            raise InputError(f"a decision is required; {payload.allowed(ids)}")
+        if len(value) > limit:
+            raise InputError(f"a decision has at most {limit} characters")
+        return payload.check(value, ids)
+
+    def golden(
+        self, item: Mapping[str, Any], context: ExportContext
+    ) -> tuple[list[BaseModel], list[str]]:
+        payload = self.read(item.get("payload"))
+        decision = str(item.get("decision") or "").strip()
+        return payload.golden(int(item["id"]), decision, _ids(item), context)
+
+    def pairs(self, item: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
+        payload = self.read(item.get("payload"))
+        return payload.pairs(str(item.get("decision") or "").strip(), _ids(item))
+
+
+def _ids(item: Mapping[str, Any]) -> list[str]:
+    return [str(p) for p in item.get("passage_ids") or []]
+
+
+GENERIC = ReviewKind()
