@@ -77,8 +77,10 @@ class Findings:
 
 @pytest.fixture
 def server(store: SqlStore, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, str]]:
-    for job in ("TIER", "RERANK", "CLASSIFY", "AUDIT"):
-        monkeypatch.setenv(f"EVIDEX_JUDGE_{job}", "scripted")
+    from evidex.jobs import job_names
+
+    for job in job_names():  # every registered job, so no request loads an embedded model
+        monkeypatch.setenv(f"EVIDEX_JUDGE_{job.upper()}", "scripted")
     _, secret = store.create_key("admin")
     app = create_app(store, judges={"scripted": EndlessJudge()}, auth="keys")
     with serve_app(app) as url:
