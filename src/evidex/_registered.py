@@ -25,4 +25,5 @@ JOBS: dict[str, Registered] = {
     "rerank": Registered("evidex.jobs.rerank", "local:minilm"),
     "classify": Registered("evidex.jobs.classify", "local:qwen"),
     "audit": Registered("evidex.jobs.audit", "local:qwen"),
+    "sufficiency": Registered("evidex.jobs.sufficiency", "local:qwen"),
 }
