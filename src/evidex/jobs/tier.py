@@ -39,6 +39,7 @@ from evidex.judging import Judge
 from evidex.loaders import load_examples
 from evidex.preflight import (
     passage_of,
+    suspected,
 )
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.tier import (
@@ -253,7 +254,8 @@ class TierSpec:
         found = await staged(run, plan.query, passages, grade, CheapScoreStep())
         by_id, report = cascade_tiers(found, run, list(self.scheme.names), size)
         graded = with_duplicates(list(by_id.values()), plan.data.prepared.duplicates)
-        by_id = {a.passage_id: a for a in graded}
+        flagged = suspected(plan.events)
+        by_id = {a.passage_id: self._held(a) if a.passage_id in flagged else a for a in graded}
         ordered = [by_id[p.passage_id] for p in plan.data.items]
         return TierResult(
             id=plan.id,
@@ -267,14 +269,49 @@ class TierSpec:
             **run.provenance(self.template.version),
         )
 
+    def _held(self, a: TierAssignment) -> TierAssignment:
+        """A passage carrying text aimed at the grader is never promoted into the context on
+        the strength of that text: its grade is held at the first tier outside the standard
+        context (the last tier when its batch fell back, so that an attack that only breaks
+        the reply does not land in the context through the conservative fallback tier)."""
+        names = list(self.scheme.names)
+        held = names[-1] if a.source == "fallback" else names[min(2, len(names) - 1)]
+        if names.index(a.tier) >= names.index(held):
+            return a
+        why = (
+            f"held at {held} (the judge said {a.tier}): the passage carries text aimed at the "
+            "grader (see the suspected_injection events)"
+        )
+        return a.model_copy(update={"tier": held, "reason": why})
+
     def reviews(
         self, plan: Plan[QueryPassages], result: TierResult, run: JobRun
     ) -> list[ReviewRequest]:
-        """High risk: a person confirms sampled top-tier grades (the spec's review gate)."""
+        """At medium and high risk, a person looks at every passage suspected of addressing
+        the grader; at high risk, also at sampled top-tier grades (the spec's review gate)."""
+        flagged = suspected(plan.events)
+        held = (
+            []
+            if self.risk is RiskLevel.LOW
+            else [
+                run.review_request(
+                    "suspected injection: the passage carries text aimed at the grader",
+                    TierReview(
+                        query=plan.query,
+                        assignment=TierGrade.model_validate(a.model_dump(mode="json")),
+                        tiers=list(self.scheme.names),
+                    ),
+                    [a.passage_id],
+                    passages=plan.data.items,
+                )
+                for a in result.classifications
+                if a.passage_id in flagged and not a.duplicate_of
+            ]
+        )
         if self.risk is not RiskLevel.HIGH:
-            return []
+            return held
         top = self.scheme.top
-        return [
+        return held + [
             run.review_request(
                 f"high risk: {top} grade needs human confirmation",
                 TierReview(
