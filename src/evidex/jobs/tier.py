@@ -290,30 +290,25 @@ class TierSpec:
         """At medium and high risk, a person looks at every passage suspected of addressing
         the grader; at high risk, also at sampled top-tier grades (the spec's review gate)."""
         flagged = suspected(plan.events)
-        held = (
-            []
-            if self.risk is RiskLevel.LOW
-            else [
-                run.review_request(
-                    "suspected injection: the passage carries text aimed at the grader",
-                    TierReview(
-                        query=plan.query,
-                        assignment=TierGrade.model_validate(a.model_dump(mode="json")),
-                        tiers=list(self.scheme.names),
-                    ),
-                    [a.passage_id],
-                    passages=plan.data.items,
-                )
-                for a in result.classifications
-                if a.passage_id in flagged and not a.duplicate_of
-            ]
-        )
-        if self.risk is not RiskLevel.HIGH:
-            return held
         top = self.scheme.top
-        return held + [
+        routes = []
+        for a in result.classifications:
+            if a.duplicate_of:
+                continue
+            if a.passage_id in flagged and self.risk is not RiskLevel.LOW:
+                routes.append(
+                    ("suspected injection: the passage carries text aimed at the grader", a)
+                )
+            elif (
+                self.risk is RiskLevel.HIGH
+                and a.tier == top
+                and a.source != "fallback"
+                and sampled(run.ctx.run_id, a.passage_id, self.review_sample_rate)
+            ):
+                routes.append((f"high risk: {top} grade needs human confirmation", a))
+        return [
             run.review_request(
-                f"high risk: {top} grade needs human confirmation",
+                reason,
                 TierReview(
                     query=plan.query,
                     assignment=TierGrade.model_validate(a.model_dump(mode="json")),
@@ -322,11 +317,7 @@ class TierSpec:
                 [a.passage_id],
                 passages=plan.data.items,
             )
-            for a in result.classifications
-            if a.tier == top
-            and a.source != "fallback"
-            and not a.duplicate_of
-            and sampled(run.ctx.run_id, a.passage_id, self.review_sample_rate)
+            for reason, a in routes
         ]
 
     def finish(
