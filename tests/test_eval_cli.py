@@ -376,3 +376,34 @@ def test_a_gate_passes_its_job_and_judge_options_to_the_evaluation(
         load_gates(
             _gates(tmp_path, '[[gate]]\nreport = "r.json"\noptions = 3\nfloors = { kappa = 0.5 }\n')
         )
+
+
+def test_base_url_reaches_the_judge_of_eval_and_calibrate(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--base-url` on eval and calibrate, as on every job command (it was only reachable as
+    --judge-option base_url=...)."""
+    seen: list[dict[str, Any]] = []
+
+    def openai_like(spec: str, **options: Any) -> ScoringJudge:
+        seen.append(options)
+        return ScoringJudge(spec)
+
+    judges.register_judge("fakeopenai", openai_like)
+    golden = write_golden(tmp_path / "g.jsonl")
+    for command in ("eval", "calibrate"):
+        code, _, err = run(
+            capsys,
+            command,
+            "tier",
+            "--golden",
+            str(golden),
+            "-j",
+            "fakeopenai:m",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "-o",
+            str(tmp_path / command),
+        )
+        assert code == 0, err
+    assert seen and all(o.get("base_url") == "http://127.0.0.1:9/v1" for o in seen)

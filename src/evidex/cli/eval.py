@@ -22,7 +22,7 @@ from rich.text import Text
 
 from evidex.cli._app import app, err_console, renamed
 from evidex.cli._io import RunFlags, open_db, option_group, progress, run_flags
-from evidex.cli._judge import judge_options
+from evidex.cli._judge import endpoint_options, judge_options
 from evidex.cli._options import DbOpt, job_option, tiers_option, unset_option
 from evidex.errors import ConfigError
 from evidex.evaluate.calibration import CALIBRATION_FILE
@@ -124,14 +124,17 @@ def _judged(flags: RunFlags, label: str) -> Iterator[dict[str, Any]]:
     with open_db(flags.db) as store, progress(2, label) as on_progress:
         yield {
             "judge": flags.judge,
-            "judge_options": judge_options(flags.judge_option),
+            "judge_options": {
+                **judge_options(flags.judge_option),
+                **endpoint_options(flags.base_url),
+            },
             "store": store,
             "on_progress": on_progress,
         }
 
 
 @app.command("eval")
-@run_flags("judge", "judge_option", "db")
+@run_flags("judge", "base_url", "judge_option", "db")
 @golden_flags
 def eval_command(
     data: GoldenFlags,
@@ -260,7 +263,7 @@ def eval_command(
 
 
 @app.command("calibrate")
-@run_flags("judge", "judge_option", "db")
+@run_flags("judge", "base_url", "judge_option", "db")
 @golden_flags
 def calibrate_command(
     job: Annotated[str, typer.Argument(metavar="JOB", help="The job to calibrate (tier).")],
