@@ -121,13 +121,11 @@ def golden_flags(command: Callable[..., R]) -> Callable[..., R]:
 def _judged(flags: RunFlags, label: str) -> Iterator[dict[str, Any]]:
     """The ``judge``, ``judge_options``, ``store`` and ``on_progress`` keywords of a run that
     judges a golden set (``evidex eval``, ``evidex calibrate``)."""
+    options = judge_options(flags.judge_option) | endpoint_options(flags.base_url)
     with open_db(flags.db) as store, progress(2, label) as on_progress:
         yield {
             "judge": flags.judge,
-            "judge_options": {
-                **judge_options(flags.judge_option),
-                **endpoint_options(flags.base_url),
-            },
+            "judge_options": options,
             "store": store,
             "on_progress": on_progress,
         }
