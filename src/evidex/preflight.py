@@ -211,13 +211,33 @@ def prepare_passages(
     return Prepared(passages=kept, duplicates=duplicates, events=events)
 
 
+MAX_SUSPICION_EVENTS = 20
+"""Suspicions noted one by one per input; the rest are one event naming their passages, so a
+body of a thousand stuffed passages writes a bounded number of audit-log rows."""
+
+
 def screening_events(passages: Iterable[Passage], *, query: str | None = None) -> list[Event]:
     """One ``suspected_injection`` event per suspicion :func:`screen` finds in ``passages``,
-    with its kind, field and span (``start``/``end`` index the field as given)."""
-    events = []
+    with its kind, field and span (``start``/``end`` index the field as given); past
+    :data:`MAX_SUSPICION_EVENTS`, one more event names the other flagged passages."""
+    events: list[Event] = []
+    more: dict[str, None] = {}
     for passage in passages:
         for found in screen(passage.text, passage.title, passage.url, query):
-            events.append(_suspicion_event(passage, found))
+            if len(events) < MAX_SUSPICION_EVENTS:
+                events.append(_suspicion_event(passage, found))
+            else:
+                more[passage.passage_id] = None
+    if more:
+        events.append(
+            Event(
+                kind=SUSPECTED_INJECTION,
+                detail=f"{len(more)} more passage(s) look aimed at the grader (past the first "
+                f"{MAX_SUSPICION_EVENTS} suspicions, noted here together)",
+                passage_ids=list(more),
+                data={"suspicion": "several", "more": len(more)},
+            )
+        )
     return events
 
 
