@@ -126,7 +126,7 @@ class BulkJob:
         """Validate the options once, before any task runs (a bad option is a usage error of
         the run, not an error of every line)."""
         job = self.definition
-        job.make_spec(job.parse_options(self.options), SpecContext(judge, store))
+        job.spec(job.parse_options(self.options), SpecContext(judge, store))
         if not judge.supports(self.job):
             raise ConfigError(f"judge {judge.judge_id} cannot do the {self.job} job")
 

@@ -33,13 +33,13 @@ __all__ = ["add_job_commands"]
 _KW = inspect.Parameter.KEYWORD_ONLY
 
 
-def _is_passages(name: str) -> bool:
-    return name == "passages"
+PASSAGES = "passages"
+"""The Input field read from a JSONL file of passages; every other field is text."""
 
 
 def _input_param(name: str, info: FieldInfo) -> inspect.Parameter:
     help_text = info.description or name
-    if _is_passages(name):
+    if name == PASSAGES:
         option = unset_option(
             "--passages",
             "-p",
@@ -62,7 +62,7 @@ def _one_input(job: JobDefinition[Any, Any, Any], given: dict[str, Any]) -> dict
                 flag = "--" + name.replace("_", "-")
                 raise ConfigError(f"{flag} is required (or give --batch FILE.jsonl)")
             continue
-        fields[name] = read_passages(value) if _is_passages(name) else value
+        fields[name] = read_passages(value) if name == PASSAGES else value
     return fields
 
 

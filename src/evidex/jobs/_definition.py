@@ -179,9 +179,6 @@ class JobDefinition(Generic[In, Opt, R]):
             problem = validation_message(exc) if isinstance(exc, ValidationError) else str(exc)
             raise InputError(problem if index is None else f"item {index}: {problem}") from exc
 
-    def make_spec(self, options: Opt, context: SpecContext) -> JobSpec[Any, Any, Any, R]:
-        return self.spec(options, context)
-
     def respond(self, result: R, extras: Any = None) -> dict[str, Any]:
         """What a command prints and a request returns for one result."""
         if self.response is None:
@@ -198,7 +195,7 @@ class JobDefinition(Generic[In, Opt, R]):
         run: Any = {k: v for k, v in call.items() if k in RUN_KEYS}
         harness = harness_for(self.name, run, subscribers=self.subscribers())
         context = SpecContext(harness.judge, harness.store, call.get("prompt"))
-        spec = self.make_spec(options, context)
+        spec = self.spec(options, context)
         # a spec may run its steps on a wrapper of the judge (rerank's pointwise steps on a
         # scoring judge's own score): the harness then calls the wrapper
         runner_judge: Callable[[Judge], Judge] | None = getattr(spec, "runner_judge", None)
