@@ -163,11 +163,10 @@ def test_the_tier_evaluation_measures_a_judge_that_answers(tmp_path: Path, store
 
 def test_calibration_and_review_export_are_found_through_the_evaluation() -> None:
     from evidex.evaluate.calibrate import calibrate_tier
-    from evidex.evaluate.review_export import export_tier_reviews
 
     assert _evaluation("tier").calibrator() is calibrate_tier
-    assert _evaluation("tier").review_exporter() is export_tier_reviews
     assert _evaluation("rerank").calibrator() is None
+    assert all(_evaluation(job).from_reviews for job in ("tier", "rerank", "classify", "audit"))
 
 
 def test_a_wrong_import_path_in_an_evaluation_is_a_config_error() -> None:

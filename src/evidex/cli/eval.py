@@ -20,25 +20,22 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evidex.cli._app import app, err_console, renamed
+from evidex.cli._app import app, renamed
 from evidex.cli._io import RunFlags, open_db, option_group, progress, run_flags
 from evidex.cli._judge import endpoint_options, judge_options
-from evidex.cli._options import DbOpt, job_option, tiers_option, unset_option
+from evidex.cli._options import tiers_option, unset_option
 from evidex.errors import ConfigError
 from evidex.evaluate.calibration import CALIBRATION_FILE
 from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
-from evidex.evaluate.golden import read_jsonl, write_jsonl
 from evidex.evaluate.plots import fmt_value
 from evidex.evaluate.registry import EvalOptions, load_file_options
 from evidex.evaluate.run import evaluate, score_predictions
 from evidex.jobs import Evaluation, definitions
-from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = [
     "GoldenFlags",
     "calibrate_command",
     "eval_command",
-    "export_command",
     "gate_command",
     "golden_flags",
 ]
@@ -404,35 +401,6 @@ def gate_command(
         raise GatesFailed(f"{len(failed)} of {len(results)} gate metric(s) under their floor")
 
 
-def export_command(
-    job: Annotated[str, job_option("Which job's items.")],
-    output: Annotated[
-        Path, typer.Option("--output", "-o", metavar="FILE", help="Golden JSONL to write.")
-    ],
-    passages: Annotated[
-        Path | None,
-        unset_option(
-            "--passages",
-            metavar="FILE",
-            help="JSONL with passage_id and text (e.g. a tier golden file), for items "
-            "whose payload has no passage text.",
-        ),
-    ] = None,
-    tiers: TiersOpt = None,
-    db: DbOpt = None,
-) -> None:
-    """Turn resolved review items into golden records (the human loop feeds calibration)."""
-    export = _evaluation_part(job, "review export", lambda e: e.review_exporter())
-    texts = _texts(passages)
-    scheme = TierScheme.from_file(tiers) if tiers else DEFAULT_TIERS
-    with open_db(db) as store:
-        result = export(store.list_reviews(status="resolved", job=job), scheme=scheme, texts=texts)
-    count = write_jsonl(output, result.records)
-    for item_id, reason in result.skipped:
-        err_console.print(Text(f"skipped review item {item_id}: {reason}"))
-    err_console.print(Text(f"wrote {count} golden record(s) to {output}"))
-
-
 def _evaluation_part(
     job: str, what: str, part: Callable[[Evaluation], Callable[..., Any] | None]
 ) -> Callable[..., Any]:
@@ -446,32 +414,6 @@ def _evaluation_part(
     if job not in found:
         raise ConfigError(f"{what} is implemented for the {', '.join(found)} job, not {job!r}")
     return found[job]
-
-
-def _texts(path: Path | None) -> dict[str, str]:
-    if path is None:
-        return {}
-    return {
-        str(row["passage_id"]): str(row["text"])
-        for _, row in read_jsonl(path)
-        if "passage_id" in row and "text" in row
-    }
-
-
-def _register_export() -> None:
-    """Add ``export`` to the ``review`` group (cli/review.py), or make the group if absent."""
-    try:
-        from evidex.cli import review
-    except ImportError:
-        review = None  # type: ignore[assignment]
-    group = getattr(review, "review_app", None)
-    if group is None:
-        group = typer.Typer(help="The human review queue.", no_args_is_help=True)
-        app.add_typer(group, name="review")
-    group.command("export")(export_command)
-
-
-_register_export()
 
 
 def _summary(report: dict[str, Any], out: Path) -> None:

@@ -1,11 +1,12 @@
 """``evidex review``: the human review queue — list items, show one, claim one, record a
-decision."""
+decision, and export the decisions as golden records."""
 
 from __future__ import annotations
 
 import getpass
 import sys
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
 import typer
@@ -16,9 +17,13 @@ from rich.text import Text
 
 from evidex.cli._app import EXIT_USAGE, app, err_console
 from evidex.cli._io import json_line, open_db
-from evidex.cli._options import DbOpt, job_option, json_option, unset_option
-from evidex.errors import ReviewConflict
+from evidex.cli._options import DbOpt, job_option, json_option, tiers_option, unset_option
+from evidex.errors import ConfigError, ReviewConflict
+from evidex.evaluate.golden import read_jsonl, write_jsonl
+from evidex.evaluate.review_export import export_reviews
+from evidex.jobs import definitions
 from evidex.store import DEFAULT_LEASE_S
+from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = ["review_app"]
 
@@ -199,6 +204,47 @@ def resolve_command(
     err_console.print(
         Text(f"resolved review item {item['id']}: {item['decision']!r} by {item['reviewer']}")
     )
+
+
+@review_app.command("export")
+def export_command(
+    job: Annotated[str, job_option("Which job's items.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="Golden JSONL to write.")
+    ],
+    passages: Annotated[
+        Path | None,
+        unset_option(
+            "--passages",
+            metavar="FILE",
+            help="JSONL with passage_id and text (e.g. a tier golden file), for items "
+            "whose payload has no passage text.",
+        ),
+    ] = None,
+    tiers: Annotated[
+        Path | None, tiers_option("Tier definitions (YAML/JSON) the tier decisions name.")
+    ] = None,
+    db: DbOpt = None,
+) -> None:
+    """Turn resolved review items into golden records (the human loop feeds calibration)."""
+    exporting = [d.name for d in definitions() if d.evaluation and d.evaluation.from_reviews]
+    if job not in exporting:
+        raise ConfigError(
+            f"review export is implemented for the {', '.join(exporting)} job, not {job!r}"
+        )
+    texts = {
+        str(row["passage_id"]): str(row["text"])
+        for _, row in (read_jsonl(passages) if passages else ())
+        if "passage_id" in row and "text" in row
+    }
+    scheme = TierScheme.from_file(tiers) if tiers else DEFAULT_TIERS
+    with open_db(db) as store:
+        items = store.list_reviews(status="resolved", job=job)
+        result = export_reviews(items, job, scheme=scheme, texts=texts)
+    count = write_jsonl(output, result.records)
+    for item_id, reason in result.skipped:
+        err_console.print(Text(f"skipped review item {item_id}: {reason}"))
+    err_console.print(Text(f"wrote {count} golden record(s) to {output}"))
 
 
 def _conflict(exc: ReviewConflict) -> NoReturn:

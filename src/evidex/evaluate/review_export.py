@@ -33,9 +33,6 @@ from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = [
     "ExportResult",
-    "export_audit_reviews",
-    "export_classify_reviews",
-    "export_rerank_reviews",
     "export_reviews",
     "export_tier_reviews",
 ]
@@ -84,24 +81,3 @@ def export_tier_reviews(
     """Golden tier records from resolved tier review items (others are ignored); decisions
     are checked against ``scheme``."""
     return export_reviews(items, "tier", scheme=scheme, texts=texts)
-
-
-def export_rerank_reviews(
-    items: Iterable[Mapping[str, Any]], *, texts: Mapping[str, str] | None = None, **_: Any
-) -> ExportResult:
-    """Golden rerank records from resolved rerank review items (others are ignored)."""
-    return export_reviews(items, "rerank", texts=texts)
-
-
-def export_classify_reviews(
-    items: Iterable[Mapping[str, Any]], *, texts: Mapping[str, str] | None = None, **_: Any
-) -> ExportResult:
-    """Golden classify records from resolved classify review items (others are ignored)."""
-    return export_reviews(items, "classify", texts=texts)
-
-
-def export_audit_reviews(
-    items: Iterable[Mapping[str, Any]], *, texts: Mapping[str, str] | None = None, **_: Any
-) -> ExportResult:
-    """Golden audit records from resolved audit review items (others are ignored)."""
-    return export_reviews(items, "audit", texts=texts)

@@ -42,6 +42,7 @@ __all__ = [
     "JobResult",
     "JobRun",
     "JobSpec",
+    "MergedIsResult",
     "Plan",
     "Progress",
     "Routed",
@@ -61,6 +62,7 @@ Out = TypeVar("Out")
 Out_co = TypeVar("Out_co", covariant=True)
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
+R = TypeVar("R", bound=BaseModel)
 
 
 class JobResult(BaseModel):
@@ -126,6 +128,14 @@ class JobSpec(Protocol[In_contra, D, M, Out_co]):
     def finish(self, plan: Plan[D], merged: M, run: JobRun, routed: Sequence[Routed]) -> Out_co:
         """The result, with its routed review items and the run's totals on it."""
         ...
+
+
+class MergedIsResult:
+    """A spec whose merged stages already are its result: finishing only puts the routed
+    review items and the run's totals on it."""
+
+    def finish(self, plan: Plan[Any], merged: R, run: JobRun, routed: Sequence[Routed]) -> R:
+        return merged.model_copy(update=run.totals(routed))
 
 
 @dataclass

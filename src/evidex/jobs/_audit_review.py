@@ -162,7 +162,6 @@ class AuditReview(ReviewPayload):
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
         from evidex.evaluate.golden import AuditClaim, AuditGolden
-        from evidex.types import Passage
 
         if not self.answer:
             raise InputError("the item has no answer text (an item of before the answer was kept)")
@@ -178,9 +177,7 @@ class AuditReview(ReviewPayload):
             for c in self.claims
             if c.claim_id in statuses and c.claim_text
         ]
-        texts = {**context.texts, **self.passage_texts()}
-        shown = [p.passage_id for p in self.passages] or list(passage_ids)
-        passages = [Passage(passage_id=p, text=texts[p]) for p in shown if texts.get(p)]
+        passages, missing = self.shown_passages(passage_ids, context)
         record = AuditGolden(
             id=f"review-{item_id}",
             answer=self.answer,
@@ -188,7 +185,7 @@ class AuditReview(ReviewPayload):
             claims=claims,
         )
         skipped = [f"no status for claim {c!r}" for c in self.claim_ids if c not in statuses]
-        return [record], skipped
+        return [record], missing + skipped
 
     def pairs(self, decision: str, passage_ids: Sequence[str]) -> tuple[list[Pair], list[str]]:
         labels = list(AUDIT_STATUSES)

@@ -167,16 +167,13 @@ class ClassifyReview(ReviewPayload):
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
         from evidex.evaluate.golden import ClassifyGolden
-        from evidex.types import Passage
 
         if not self.input.strip():
             raise InputError("the item's payload has no input")
         labels = self.decided(decision)
         if not labels:
             raise InputError(f"{decision!r} names no label of the taxonomy, so no gold label")
-        texts = {**context.texts, **self.passage_texts()}
-        shown = [p.passage_id for p in self.passages] or list(passage_ids)
-        passages = [Passage(passage_id=pid, text=texts[pid]) for pid in shown if texts.get(pid)]
+        passages, missing = self.shown_passages(passage_ids, context)
         rationale = []
         if decision.lower() == "accept":
             rationale = [e.passage_id for g in self.judge_grades for e in g.supporting_evidence]
@@ -187,7 +184,6 @@ class ClassifyReview(ReviewPayload):
             labels=labels,
             rationale_ids=list(dict.fromkeys(rationale)),
         )
-        missing = [f"no text for passage {p!r}; pass the corpus" for p in shown if not texts.get(p)]
         return [record], missing
 
     def pairs(self, decision: str, passage_ids: Sequence[str]) -> tuple[list[Pair], list[str]]:

@@ -40,16 +40,16 @@ class Evaluation:
     them by these names. ``golden``: the golden-set row type (a model of
     :mod:`evidex.evaluate.golden`). ``evaluator``: the class that predicts, scores and renders
     (:class:`evidex.evaluate.registry.Evaluator`). ``calibrate``: the function behind
-    ``evidex calibrate JOB``, for jobs with something to fit. ``from_reviews``: the function
-    that turns resolved review items into golden rows (``evidex review export``), for jobs
-    whose decisions become labels (how one decision does is the job's ``review`` side).
+    ``evidex calibrate JOB``, for jobs with something to fit. ``from_reviews``: whether resolved
+    review items become golden rows (``evidex review export``); how one decision does is the
+    job's ``review`` side, so every job exports through the same function.
     """
 
     measures: tuple[str, ...]
     golden: str
     evaluator: str
     calibrate: str | None = None
-    from_reviews: str | None = None
+    from_reviews: bool = True
 
     def golden_type(self) -> type[BaseModel]:
         """The golden-set row model."""
@@ -65,10 +65,6 @@ class Evaluation:
     def calibrator(self) -> Callable[..., Any] | None:
         """The calibration function, or None when the job has nothing to fit."""
         return None if self.calibrate is None else _callable(self.calibrate)
-
-    def review_exporter(self) -> Callable[..., Any] | None:
-        """The review export function, or None when the job's decisions are not exported."""
-        return None if self.from_reviews is None else _callable(self.from_reviews)
 
 
 def _callable(target: str) -> Callable[..., Any]:

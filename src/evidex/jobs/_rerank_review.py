@@ -163,19 +163,15 @@ class RerankReview(ReviewPayload):
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
         from evidex.evaluate.golden import RerankGolden
-        from evidex.types import Passage
 
         if not self.query.strip():
             raise InputError("the item's payload has no query")
         order = self.ranking(decision)
-        texts = {**context.texts, **self.passage_texts()}
-        shown = [p.passage_id for p in self.passages] or list(passage_ids)
-        candidates = [Passage(passage_id=p, text=texts[p]) for p in shown if texts.get(p)]
+        candidates, missing = self.shown_passages(passage_ids, context)
         if not candidates:
             raise InputError("no candidate text in the item; pass the corpus")
         grades = {pid: len(order) - i for i, pid in enumerate(order)}
         record = RerankGolden(query=self.query, candidates=candidates, grades=grades)
-        missing = [f"no text for passage {p!r}; pass the corpus" for p in shown if not texts.get(p)]
         return [record], missing
 
 

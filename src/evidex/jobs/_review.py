@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from evidex.errors import InputError
-from evidex.types import DEFAULT_TIERS, TierScheme
+from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 
 __all__ = [
     "VERDICTS",
@@ -130,6 +130,18 @@ class ReviewPayload(_Lenient):
 
     def passage_texts(self) -> dict[str, str]:
         return {p.passage_id: p.text for p in self.passages if p.text}
+
+    def shown_passages(
+        self, passage_ids: Sequence[str], context: ExportContext
+    ) -> tuple[list[Passage], list[str]]:
+        """The passages the reviewer decided on, for a golden record: their texts from the item,
+        else from the corpus given to the export; a note for each that neither holds, so an
+        incomplete record is said, not silently written."""
+        texts = {**context.texts, **self.passage_texts()}
+        shown = [p.passage_id for p in self.passages] or list(passage_ids)
+        passages = [Passage(passage_id=pid, text=texts[pid]) for pid in shown if texts.get(pid)]
+        missing = [f"no text for passage {p!r}; pass the corpus" for p in shown if not texts.get(p)]
+        return passages, missing
 
     def quotes(self) -> dict[str, list[tuple[str, str]]]:
         """The judge's quotes by the passage they cite ("" = any passage), each ``(quote,

@@ -104,10 +104,7 @@ class SufficiencyReview(ReviewPayload):
         verdict = self.decided(decision)
         if verdict is None:
             raise InputError(f"{decision!r} names no verdict, so no gold label")
-        texts = {**context.texts, **self.passage_texts()}
-        shown = [p.passage_id for p in self.passages] or list(passage_ids)
-        passages = [Passage(passage_id=pid, text=texts[pid]) for pid in shown if texts.get(pid)]
-        missing = [f"no text for passage {p!r}; pass the corpus" for p in shown if not texts.get(p)]
+        passages, missing = self.shown_passages(passage_ids, context)
         record = SufficiencyGolden(
             id=f"review-{item_id}", query=self.query, passages=passages, sufficient=verdict
         )

@@ -427,7 +427,6 @@ DEFINITION: JobDefinition[AnswerInput, AuditOptionsModel, AuditResult] = JobDefi
         measures=("macro_f1", "f1(label=supported)", "accuracy", "claim_f1"),
         golden="evidex.evaluate.golden:AuditGolden",
         evaluator="evidex.evaluate.audit:AuditEvaluator",
-        from_reviews="evidex.evaluate.review_export:export_audit_reviews",
     ),
 )
 

@@ -475,7 +475,6 @@ DEFINITION: JobDefinition[ClassifyInput, ClassifyOptionsModel, ClassifyResult] =
         ),
         golden="evidex.evaluate.golden:ClassifyGolden",
         evaluator="evidex.evaluate.classify:ClassifyEvaluator",
-        from_reviews="evidex.evaluate.review_export:export_classify_reviews",
     ),
 )
 

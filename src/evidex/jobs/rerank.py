@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 from pydantic import BaseModel, Field, model_validator
 
 from evidex.harness.budget import passage_limit
-from evidex.harness.job import JobResult, JobRun, Plan, Routed
+from evidex.harness.job import JobResult, JobRun, MergedIsResult, Plan
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import QueryInput, RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
@@ -227,7 +227,7 @@ class _Candidates:
 
 
 @dataclass(frozen=True)
-class RerankSpec:
+class RerankSpec(MergedIsResult):
     """The rerank job as the harness runs it, for one strategy."""
 
     strategy: str
@@ -396,15 +396,6 @@ class RerankSpec:
             )
         ]
 
-    def finish(
-        self,
-        plan: Plan[_Candidates],
-        result: RerankResult,
-        run: JobRun,
-        routed: Sequence[Routed],
-    ) -> RerankResult:
-        return result.model_copy(update=run.totals(routed))
-
 
 # ---------------------------------------------------------------------------- entry points
 
@@ -453,7 +444,6 @@ DEFINITION: JobDefinition[RerankInput, RerankOptionsModel, RerankResult] = JobDe
         measures=("nDCG@10", "P@10", "P(rel=2)@10", "RR", "RR(rel=2)"),
         golden="evidex.evaluate.golden:RerankGolden",
         evaluator="evidex.evaluate.rerank:RerankEvaluator",
-        from_reviews="evidex.evaluate.review_export:export_rerank_reviews",
     ),
     documents=RERANK_DOCUMENTS,
 )

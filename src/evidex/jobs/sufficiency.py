@@ -10,13 +10,13 @@ the risk is high, or no valid judgment was obtained). A fallback is never ``answ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from evidex.harness.job import JobResult, JobRun, Plan, Routed
+from evidex.harness.job import JobResult, JobRun, MergedIsResult, Plan
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import (
     RISK_HELP,
@@ -222,7 +222,7 @@ def _decision(decision: Decision, code: ReasonCode, message: str) -> Sufficiency
 
 
 @dataclass(frozen=True)
-class SufficiencySpec:
+class SufficiencySpec(MergedIsResult):
     """The sufficiency job as the harness runs it: one call per query, then the policy."""
 
     risk: RiskLevel = RiskLevel.LOW
@@ -295,15 +295,6 @@ class SufficiencySpec:
                 passages=plan.data.items,
             )
         ]
-
-    def finish(
-        self,
-        plan: Plan[QueryPassages],
-        result: SufficiencyResult,
-        run: JobRun,
-        routed: Sequence[Routed],
-    ) -> SufficiencyResult:
-        return result.model_copy(update=run.totals(routed))
 
 
 async def asufficiency(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 from pydantic import BaseModel, Field
 
 from evidex.harness.assemble import stamped, with_duplicates
-from evidex.harness.job import JobResult, JobRun, Plan, Routed
+from evidex.harness.job import JobResult, JobRun, MergedIsResult, Plan
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.routing import sampled
 from evidex.harness.staged import staged
@@ -198,7 +198,7 @@ class TierResult(JobResult):
 
 
 @dataclass(frozen=True)
-class TierSpec:
+class TierSpec(MergedIsResult):
     """The tier job as the harness runs it."""
 
     scheme: TierScheme = DEFAULT_TIERS
@@ -320,11 +320,6 @@ class TierSpec:
             for reason, a in routes
         ]
 
-    def finish(
-        self, plan: Plan[QueryPassages], result: TierResult, run: JobRun, routed: Sequence[Routed]
-    ) -> TierResult:
-        return result.model_copy(update=run.totals(routed))
-
 
 async def atier(
     query: str, passages: Iterable[PassageLike], **options: Unpack[TierCall]
@@ -396,7 +391,6 @@ DEFINITION: JobDefinition[TierInput, TierOptionsModel, TierResult] = JobDefiniti
         golden="evidex.evaluate.golden:TierGolden",
         evaluator="evidex.evaluate.tier:TierEvaluator",
         calibrate="evidex.evaluate.calibrate:calibrate_tier",
-        from_reviews="evidex.evaluate.review_export:export_tier_reviews",
     ),
     documents=TIER_DOCUMENTS,
 )

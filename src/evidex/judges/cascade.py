@@ -64,6 +64,7 @@ from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from evidex.errors import ConfigError
+from evidex.judges._window import BorrowedWindow
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Split
 
 __all__ = [
@@ -207,7 +208,7 @@ def route_options(
     return own, stages[0], stages[1]
 
 
-class CascadeJudge(Judge):
+class CascadeJudge(BorrowedWindow):
     """The cheap judge settles items scored outside the band; the rest go to the expensive one.
 
     ``CascadeJudge(cheap, expensive, band=Band(low=0.3, high=0.7))`` in Python; ``band=None``
@@ -329,14 +330,9 @@ class CascadeJudge(Judge):
         fitted for, and the band it wrote must not make that record stale)."""
         return f"{self.cheap.model_version} -> {self.expensive.model_version}"
 
-    def count_tokens(self, text: str) -> int:
-        return self.expensive.count_tokens(text)
-
-    def passage_token_limit(self, overhead_tokens: int, batch_size: int) -> int:
-        return self.expensive.passage_token_limit(overhead_tokens, batch_size)
-
-    def query_token_limit(self) -> int | None:
-        return self.expensive.query_token_limit()
+    @property
+    def window_judge(self) -> Judge:
+        return self.expensive
 
     async def aclose(self) -> None:
         await self.cheap.aclose()

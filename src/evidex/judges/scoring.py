@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
+from evidex.judges._window import BorrowedWindow
 from evidex.judging import Judge, JudgeReply, JudgeRequest, PassagesPayload
 
 __all__ = ["Scorer", "ScoringJudge"]
@@ -25,7 +26,7 @@ class Scorer(Protocol):
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
 
 
-class ScoringJudge(Judge):
+class ScoringJudge(BorrowedWindow):
     """Answers score-step requests by calling the wrapped judge's ``score`` in a worker thread.
 
     The reply uses the score step's schema, so it is validated like a chat judge's reply. Its
@@ -77,11 +78,6 @@ class ScoringJudge(Judge):
     def model_version(self) -> str:
         return self.inner.model_version
 
-    def count_tokens(self, text: str) -> int:
-        return self.inner.count_tokens(text)
-
-    def passage_token_limit(self, overhead_tokens: int, batch_size: int) -> int:
-        return self.inner.passage_token_limit(overhead_tokens, batch_size)
-
-    def query_token_limit(self) -> int | None:
-        return self.inner.query_token_limit()
+    @property
+    def window_judge(self) -> Judge:
+        return self.inner

@@ -324,39 +324,40 @@ def _mount_prometheus(app: FastAPI, anyone: Any, prices: Mapping[str, Price]) ->
         return
 
     registry = prom.CollectorRegistry()
-    records = prom.Counter(
+
+    def counter(name: str, doc: str, *labels: str) -> Any:
+        return prom.Counter(name, doc, list(labels), registry=registry)
+
+    def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Any:
+        return prom.Histogram(name, doc, ["job"], registry=registry, buckets=buckets)
+
+    records = counter(
         "evidex_records",
         "Harness records by job and status (ok, invalid, error, fallback, cache, review, note)",
-        ["job", "status"],
-        registry=registry,
+        "job",
+        "status",
     )
-    latency = prom.Histogram(
+    latency = histogram(
         "evidex_judge_latency_seconds",
         "Judge call latency",
-        ["job"],
-        registry=registry,
-        buckets=(0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+        (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
     )
-    queue = prom.Histogram(
+    queue = histogram(
         "evidex_judge_queue_seconds",
         "Time a judge call waited for a slot of the judge's in-flight limit (not in latency)",
-        ["job"],
-        registry=registry,
-        buckets=(0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+        (0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
     )
-    tokens = prom.Counter("evidex_tokens", "Judge tokens", ["job", "kind"], registry=registry)
-    cost = prom.Counter(
+    tokens = counter("evidex_tokens", "Judge tokens", "job", "kind")
+    cost = counter(
         "evidex_cost",
         "Estimated judge cost at the configured prices, in their currency (priced judges only)",
-        ["job", "judge"],
-        registry=registry,
+        "job",
+        "judge",
     )
-
-    grounding = prom.Counter(
+    grounding = counter(
         "evidex_rerank_grounding",
         "Rerank grounding checks by outcome (answered, not_answered, fallback)",
-        ["outcome"],
-        registry=registry,
+        "outcome",
     )
 
     def forward(record: Any) -> None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlalchemy as sa
@@ -197,18 +197,14 @@ class ReviewQueue:
         """Lease the oldest pending item nobody holds (or whose lease expired) to ``reviewer``
         for ``lease_s`` seconds; None when there is none. Two reviewers never get the same
         item while its lease holds."""
-        if not reviewer.strip():
-            raise InputError("a claim needs the reviewer's name")
-        if not 0 < lease_s <= 7 * 24 * 3600:
-            raise InputError("a lease lasts more than 0 seconds and at most 7 days")
-        start = now()
+        start, until = _lease(reviewer, lease_s)
         free = sa.and_(
             q.c.status == "pending",
             sa.or_(q.c.lease_holder.is_(None), q.c.lease_expires_at <= start),
         )
         if job:
             free = sa.and_(free, q.c.job == job)
-        lease = {"lease_holder": reviewer, "lease_expires_at": start + timedelta(seconds=lease_s)}
+        lease = {"lease_holder": reviewer, "lease_expires_at": until}
         try:
             if self.engine.dialect.name == "postgresql":
                 claimed = self._claim_skip_locked(free, lease)
@@ -250,15 +246,10 @@ class ReviewQueue:
         """Lease one chosen item to ``reviewer`` (or extend the lease they hold): a reviewer who
         opens an item to work on it. An item already resolved, or held by someone else whose
         lease has not run out, raises :class:`~evidex.errors.ReviewConflict`."""
-        if not reviewer.strip():
-            raise InputError("a claim needs the reviewer's name")
-        if not 0 < lease_s <= 7 * 24 * 3600:
-            raise InputError("a lease lasts more than 0 seconds and at most 7 days")
-        start = now()
+        start, until = _lease(reviewer, lease_s)
         may = sa.or_(
             q.c.lease_holder.is_(None), q.c.lease_expires_at <= start, q.c.lease_holder == reviewer
         )
-        until = start + timedelta(seconds=lease_s)
         written = self._write(
             q.update()
             .where(q.c.id == item_id, q.c.status == "pending", may)
@@ -313,6 +304,17 @@ class ReviewQueue:
         if written != 1:
             raise ReviewConflict(_conflict(self.get_review(item_id), reviewer))
         return self.get_review(item_id)
+
+
+def _lease(reviewer: str, lease_s: float) -> tuple[datetime, datetime]:
+    """When a lease taken now by ``reviewer`` starts and ends; refuses a nameless reviewer and a
+    lease outside (0 s, 7 days], which would either free the item at once or hide it for good."""
+    if not reviewer.strip():
+        raise InputError("a claim needs the reviewer's name")
+    if not 0 < lease_s <= 7 * 24 * 3600:
+        raise InputError("a lease lasts more than 0 seconds and at most 7 days")
+    start = now()
+    return start, start + timedelta(seconds=lease_s)
 
 
 def _conflict(item: dict[str, Any], reviewer: str | None) -> str:

@@ -253,12 +253,17 @@ def reply_schema(batch: SufficiencyBatch) -> dict[str, Any]:
     }
 
 
+def _entries(raw: Any, field: str, of: str, errors: list[str]) -> list[Any]:
+    """The reply's list under ``field``, or none with an error saying what it must hold."""
+    if isinstance(raw, list):
+        return raw
+    errors.append(f'"{field}" must be a list of {of}')
+    return []
+
+
 def _ids(raw: Any, by_id: Mapping[str, Passage], errors: list[str]) -> list[str]:
-    if not isinstance(raw, list):
-        errors.append('"supporting_passage_ids" must be a list of passage ids')
-        return []
     ids: list[str] = []
-    for index, pid in enumerate(raw):
+    for index, pid in enumerate(_entries(raw, "supporting_passage_ids", "passage ids", errors)):
         if not isinstance(pid, str) or pid not in by_id:
             errors.append(
                 f"supporting_passage_ids[{index}]: {pid!r} is not a passage id of the context; "
@@ -272,11 +277,9 @@ def _ids(raw: Any, by_id: Mapping[str, Passage], errors: list[str]) -> list[str]
 
 
 def _quotes(raw: Any, by_id: Mapping[str, Passage], errors: list[str]) -> list[KeyQuote]:
-    if not isinstance(raw, list):
-        errors.append('"key_quotes" must be a list of {"passage_id", "quoted_text"} objects')
-        return []
     quotes: list[KeyQuote] = []
-    for index, entry in enumerate(raw):
+    shape = '{"passage_id", "quoted_text"} objects'
+    for index, entry in enumerate(_entries(raw, "key_quotes", shape, errors)):
         at = f"key_quotes[{index}]"
         if not isinstance(entry, dict):
             errors.append(f"{at} must be an object with passage_id and quoted_text")
