@@ -18,6 +18,13 @@ strong judge's past answers without calling it. A pair with no recorded grade is
 the reply (the harness re-asks, then falls back, and the benchmark sees it) and counted as
 unreadable.
 
+A sufficiency request (its reply schema has ``sufficient``) is answered with a valid
+sufficiency reply: the passages suffice when a hash of the question says so, the first passage
+supporting them with a verbatim quote, else they lack "the fact asked for". A question that
+ends with ``[invalid N]`` is answered invalidly N times first (counted per question: not JSON,
+then a quote that is not verbatim, then a confidence above 1), so a benchmark scripts the
+re-ask, the temperature-0 retry and the fallback by the questions it sends.
+
 ``GET /stats`` returns the request count, the peak of chat requests in flight at once and the
 requests it could not read; ``POST /stats/reset`` zeroes them. The server runs in its own
 process (uvicorn + starlette, one event loop), so it sustains hundreds of concurrent
@@ -168,6 +175,64 @@ def recorded_reply(body: dict[str, Any], grades: Recorded) -> dict[str, Any] | N
     return {"classifications": items}
 
 
+_QUESTION = re.compile(r"## QUESTION\n(.*?)\n\n## RETRIEVED PASSAGES", re.DOTALL)
+_INVALID = re.compile(r"\[invalid (\d+)\]\s*$")
+_INVALID_REPLIES = (
+    "The passages seem to cover it.",  # not JSON
+    {"quote": "a span the passage does not hold"},  # replaced by a non-verbatim quote
+    {"confidence": 1.5},  # out of range
+)
+
+
+def is_sufficiency(body: dict[str, Any]) -> bool:
+    schema = ((body.get("response_format") or {}).get("json_schema") or {}).get("schema") or {}
+    if "sufficient" in (schema.get("properties") or {}):
+        return True
+    return any(_QUESTION.search(str(m.get("content") or "")) for m in body.get("messages", []))
+
+
+def sufficiency_reply(body: dict[str, Any], seen: dict[str, int]) -> dict[str, Any] | str | None:
+    """A valid sufficiency reply, or the scripted invalid one (see the module docstring);
+    ``seen`` counts the requests per question. None: no question or passages found."""
+    messages = body.get("messages", [])
+    user = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+    found = _QUESTION.search(user)
+    passages = passages_of(messages)
+    if found is None or not passages:
+        return None
+    question = " ".join(found.group(1).split())
+    seen[question] = seen.get(question, 0) + 1
+    first = passages[0]
+    quote = snippet(first["text"])
+    valid: dict[str, Any] = {
+        "sufficient": True,
+        "confidence": 0.9,
+        "supporting_passage_ids": [first["passage_id"]],
+        "key_quotes": [{"passage_id": first["passage_id"], "quoted_text": quote}],
+        "missing": [],
+    }
+    if int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % 2:
+        valid.update(
+            sufficient=False, supporting_passage_ids=[], key_quotes=[],
+            missing=["the fact asked for"],
+        )  # fmt: skip
+    wanted = _INVALID.search(question)
+    if wanted is None or seen[question] > int(wanted.group(1)):
+        return valid
+    bad = _INVALID_REPLIES[(seen[question] - 1) % len(_INVALID_REPLIES)]
+    if isinstance(bad, str):
+        return bad
+    if "quote" in bad:
+        return {
+            **valid,
+            "sufficient": True,
+            "supporting_passage_ids": [first["passage_id"]],
+            "key_quotes": [{"passage_id": first["passage_id"], "quoted_text": bad["quote"]}],
+            "missing": [],
+        }
+    return {**valid, **bad}
+
+
 class Stats:
     def __init__(self) -> None:
         self.reset()
@@ -177,6 +242,8 @@ class Stats:
         self.in_flight = 0
         self.peak_in_flight = 0
         self.unreadable = 0
+        self.temperature_zero = 0
+        self.seen: dict[str, int] = {}
 
     def as_dict(self) -> dict[str, int]:
         return {
@@ -184,6 +251,7 @@ class Stats:
             "in_flight": self.in_flight,
             "peak_in_flight": self.peak_in_flight,
             "unreadable": self.unreadable,
+            "temperature_zero": self.temperature_zero,
         }
 
 
@@ -199,7 +267,12 @@ def build_app(latency_s: float, grades: Recorded | None = None) -> Starlette:
             # a burst of requests is answered together, not one reply's work after another
             arrived = time.perf_counter()
             body = await request.json()
-            reply = tier_reply(body) if grades is None else recorded_reply(body, grades)
+            stats.temperature_zero += body.get("temperature") == 0
+            reply: dict[str, Any] | str | None
+            if is_sufficiency(body):
+                reply = sufficiency_reply(body, stats.seen)
+            else:
+                reply = tier_reply(body) if grades is None else recorded_reply(body, grades)
             if reply is None:
                 stats.unreadable += 1
                 reply = {}
@@ -230,8 +303,8 @@ def build_app(latency_s: float, grades: Recorded | None = None) -> Starlette:
     )
 
 
-def completion(model: str, reply: dict[str, Any]) -> dict[str, Any]:
-    text = json.dumps(reply, ensure_ascii=False)
+def completion(model: str, reply: dict[str, Any] | str) -> dict[str, Any]:
+    text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
     return {
         "id": f"chatcmpl-{time.monotonic_ns()}",
         "object": "chat.completion",

@@ -137,7 +137,7 @@ def test_calibrate_then_eval_warns_when_the_calibration_is_stale(
     assert code == 0
     assert "stale calibration" in err
     code, _, err = run(capsys, "calibrate", "rerank", "--golden", str(golden), "-j", "scoring")
-    assert code == 2 and "implemented for the tier job" in err
+    assert code == 2 and "implemented for the tier, sufficiency jobs, not 'rerank'" in err
 
 
 def _gates(tmp_path: Path, body: str) -> Path:

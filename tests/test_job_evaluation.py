@@ -68,6 +68,20 @@ GOLDEN: dict[str, list[dict[str, Any]]] = {
             ],
         }
     ],
+    "sufficiency": [
+        {
+            "id": "s1",
+            "question": "What colour is the sky?",
+            "passages": [_PASSAGE],
+            "sufficient": True,
+        },
+        {
+            "id": "s2",
+            "question": "How tall is the sky?",
+            "passages": [_PASSAGE],
+            "sufficient": False,
+        },
+    ],
 }
 PREDICTIONS: dict[str, list[dict[str, Any]]] = {
     "tier": [
@@ -85,6 +99,10 @@ PREDICTIONS: dict[str, list[dict[str, Any]]] = {
             "claims": [{"claim_text": "The sky is blue.", "classification": "fully_supported"}],
             "source": "judge",
         }
+    ],
+    "sufficiency": [
+        {"id": "s1", "sufficient": True, "confidence": 0.9, "decision": "answer"},
+        {"id": "s2", "sufficient": False, "confidence": 0.9, "decision": "abstain"},
     ],
 }
 
@@ -163,8 +181,10 @@ def test_the_tier_evaluation_measures_a_judge_that_answers(tmp_path: Path, store
 
 def test_calibration_and_review_export_are_found_through_the_evaluation() -> None:
     from evidex.evaluate.calibrate import calibrate_tier
+    from evidex.evaluate.calibrate_sufficiency import calibrate_sufficiency
 
     assert _evaluation("tier").calibrator() is calibrate_tier
+    assert _evaluation("sufficiency").calibrator() is calibrate_sufficiency
     assert _evaluation("rerank").calibrator() is None
     assert all(_evaluation(job).from_reviews for job in ("tier", "rerank", "classify", "audit"))
 
@@ -188,6 +208,6 @@ def test_adapters_run_the_jobs_that_say_which_documents_they_keep() -> None:
     from evidex.integrations._core import Grading, adapted_jobs
 
     assert adapted_jobs() == [d.name for d in definitions() if d.documents is not None]
-    assert set(adapted_jobs()) == {"tier", "rerank"}
-    with pytest.raises(InputError, match="job must be 'tier' or 'rerank', got 'audit'"):
+    assert set(adapted_jobs()) == {"tier", "rerank", "sufficiency"}
+    with pytest.raises(InputError, match="job must be 'tier' or 'rerank' or 'sufficiency', got"):
         Grading("audit")  # type: ignore[arg-type]

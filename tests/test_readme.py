@@ -47,7 +47,11 @@ def _first_block(marker: str) -> str:
 
 def test_tier_and_rerank_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = [b for b in _python_blocks() if "evidex.tier(" in b and "passages = [" in b]
-    blocks += [b for b in _python_blocks() if "evidex.rerank(" in b and "grounding" not in b]
+    blocks += [
+        b
+        for b in _python_blocks()
+        if "evidex.rerank(" in b and "grounding" not in b and "sufficiency=check" not in b
+    ]
     blocks += [b for b in _python_blocks() if "evidex.tier_many(" in b]
     assert len(blocks) == 3
     namespace: dict[str, object] = {}
@@ -188,7 +192,7 @@ def test_the_classify_and_audit_snippets_run_as_written(
     judges.register_judge("local:qwen", factory)
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
-    for marker in ("passages = [", "evidex.classify(", "evidex.audit("):
+    for marker in ("passages = [", "evidex.classify(", "answer_text = "):
         exec(compile(_first_block(marker), "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "REFUND 0.9 [('r1', 'Orders not delivered within 30 days are refunded in full.')]" in out
@@ -293,3 +297,81 @@ def test_the_pipeline_snippets_run_as_written(capsys: pytest.CaptureFixture[str]
     # LlamaIndex: the judge's score on the node, best first
     score, source, _ = out[3].split(" ", 2)
     assert source == "nih.md" and float(score) > float(out[4].split(" ", 1)[0])
+
+
+def _chain_stand_in(sufficient: bool) -> Any:
+    """Valid sufficiency and two-pass audit replies for the README's chain: the passages
+    suffice (the one with the dose is quoted) or they do not."""
+    dose = "Most adults need 600 IU (15 micrograms) of vitamin D a day."
+    answer = "Most adults need 600 IU of vitamin D a day."
+
+    def reply(request: JudgeRequest) -> dict[str, object]:
+        if request.step == "sufficiency":
+            ids = [p.passage_id for p in request.payload.passages]  # type: ignore[attr-defined]
+            if not sufficient:
+                return {
+                    "sufficient": False,
+                    "confidence": 0.9,
+                    "supporting_passage_ids": [],
+                    "key_quotes": [],
+                    "missing": ["the daily dose for adults"],
+                }
+            assert "p1" in ids, ids
+            return {
+                "sufficient": True,
+                "confidence": 0.9,
+                "supporting_passage_ids": ["p1"],
+                "key_quotes": [{"passage_id": "p1", "quoted_text": dose}],
+                "missing": [],
+            }
+        if request.step == "audit.extract":
+            return {"claims": [answer]}
+        return {
+            "claims": [
+                {
+                    "claim_id": "claim-1",
+                    "classification": "fully_supported",
+                    "supporting_context_ids": ["p1"],
+                    "supporting_quotes": [dose],
+                    "unsupported_part": None,
+                    "contradicted": False,
+                    "contradicting_quote": None,
+                    "explanation": "As the passage says.",
+                }
+            ]
+        }
+
+    return reply
+
+
+@pytest.mark.parametrize("sufficient", [True, False])
+def test_the_chain_snippet_answers_or_abstains_as_written(
+    sufficient: bool,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """rerank and tier with the embedded judge, sufficiency and audit with a scripted judge
+    standing in for ``openai:``: generated and audited when the passages suffice, no context
+    and the reasons when they do not."""
+    monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
+    built: list[ScriptedJudge] = []
+
+    def factory(spec: str, **options: object) -> ScriptedJudge:
+        built.append(ScriptedJudge([_chain_stand_in(sufficient)] * 10))
+        return built[-1]
+
+    judges.register_judge("openai", factory)
+    monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
+    namespace: dict[str, object] = {}
+    for marker in ("passages = [", "sufficiency=check"):
+        exec(compile(_first_block(marker), "README.md", "exec"), namespace)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    steps = [r.step for judge in built for r in judge.requests]
+    if sufficient:
+        assert last.startswith("answer: Most adults need 600 IU of vitamin D a day.")
+        assert "publish" in last
+        assert steps == ["sufficiency", "audit.extract", "audit.classify"]
+    else:
+        assert last.startswith("abstain ") and "the daily dose for adults" in last
+        assert steps == ["sufficiency"]  # nothing generated, nothing audited

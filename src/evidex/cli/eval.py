@@ -42,6 +42,9 @@ __all__ = [
 
 R = TypeVar("R")
 
+_EVALUATED = [d.name for d in definitions() if d.evaluation is not None]
+_FITTED = [d.name for d in definitions() if d.evaluation is not None and d.evaluation.calibrate]
+
 GoldenOpt = Annotated[
     Path,
     typer.Option(
@@ -139,8 +142,7 @@ def eval_command(
         typer.Argument(
             metavar="[JOB]",
             show_default=False,
-            help="tier, rerank, classify or audit (with --predictions: default from "
-            "the golden file).",
+            help=f"{', '.join(_EVALUATED)} (with --predictions: default from the golden file).",
         ),
     ] = None,
     predictions: Annotated[
@@ -261,7 +263,9 @@ def eval_command(
 @run_flags("judge", "base_url", "judge_option", "db")
 @golden_flags
 def calibrate_command(
-    job: Annotated[str, typer.Argument(metavar="JOB", help="The job to calibrate (tier).")],
+    job: Annotated[
+        str, typer.Argument(metavar="JOB", help=f"The job to calibrate ({', '.join(_FITTED)}).")
+    ],
     data: GoldenFlags,
     flags: RunFlags,
     target: Annotated[
@@ -271,7 +275,8 @@ def calibrate_command(
             min=0.0,
             help="Cascade judges: the kappa the cascade may lose against its expensive stage "
             "alone; the band that sends the fewest items while staying within it on 95% of "
-            "bootstrap resamples of the queries is fitted. [default: 0.02]",
+            "bootstrap resamples of the queries is fitted. A job that fits a threshold to abstain "
+            "at: the share of answerable questions that may be abstained on. [default: 0.02]",
         ),
     ] = None,
     budget: Annotated[
@@ -287,8 +292,8 @@ def calibrate_command(
     ] = None,
 ) -> None:
     """Measure a judge against a golden set, show which tier boundaries cause disagreements,
-    fit cut points for score-based judges (the uncertain band for cascade judges), and record
-    judge/model/prompt versions."""
+    fit cut points for score-based judges (the uncertain band for cascade judges; a policy's
+    threshold to abstain at, measured out of set), and record judge/model/prompt versions."""
     calibrate = _evaluation_part(job, "calibration", lambda e: e.calibrator())
     if target is not None and budget is not None:
         raise ConfigError("give --target (kappa to keep) or --budget (share to send), not both")
@@ -301,6 +306,11 @@ def calibrate_command(
         fit = {"target": 0.02 if target is None else target, "budget": budget}
         record = calibrate(data.golden, **data.run(out), **fit, **judged)
     console = Console(stderr=True)
+    if record.get("summary"):  # a calibration that says itself what it fitted
+        for line in [*record["summary"], *(f"warning: {w}" for w in record.get("warnings", []))]:
+            console.print(Text(line, style="yellow" if line.startswith("warning: ") else ""))
+        console.print(Text(f"wrote {out / CALIBRATION_FILE}"))
+        return
     if (record.get("fitted") or {}).get("band_file"):
         _print_band(console, record)
         return
@@ -355,17 +365,39 @@ def calibrate_command(
     )
 
 
+def _ci(bounds: Any) -> str:
+    """``(95% CI low–high)``, or nothing when there is no interval."""
+    if not bounds:
+        return ""
+    return f"(95% CI {fmt_value(bounds[0])} to {fmt_value(bounds[1])})"
+
+
 def _print_band(console: Console, record: dict[str, Any]) -> None:
     fitted = record["fitted"]
+    out = fitted.get("out_of_set") or {}
     console.print(
         Text(
-            f"band [{fitted['low']}, {fitted['high']}): kappa {fmt_value(fitted['kappa'])} "
-            f"(expensive alone {fmt_value(fitted['kappa_expensive'])}), "
-            f"{fmt_value(fitted['share_sent'])} of the items sent on; two-fold by query: kappa "
-            f"{fmt_value(fitted['kappa_two_fold'])}, {fmt_value(fitted['share_sent_two_fold'])} "
-            f"sent ({record['judge_id']}); fitted for the {fitted['objective']}"
+            f"band [{fitted['low']}, {fitted['high']}) ({fitted.get('rule', 'two-sided band')}); "
+            f"out of set (fit on one half of the queries, measured on the other, both ways, "
+            f"pooled): kappa {fmt_value(fitted['kappa_two_fold'])} "
+            f"{_ci(out.get('kappa_interval'))}, expensive alone "
+            f"{fmt_value(out.get('kappa_expensive', fitted['kappa_expensive']))} on the same "
+            f"pairs (difference "
+            f"{fmt_value(out.get('kappa_minus_expensive'))} "
+            f"{_ci(out.get('kappa_minus_expensive_interval'))}), "
+            f"{fmt_value(fitted['share_sent_two_fold'])} of the items sent "
+            f"({record['judge_id']}); fitted for the {fitted['objective']}"
         )
     )
+    for fold in fitted.get("folds", []):
+        console.print(
+            Text(
+                f"  fit on {len(fold['fit_queries'])} queries, measured on "
+                f"{len(fold['measured_queries'])}: kappa {fmt_value(fold['kappa'])} "
+                f"{_ci(fold['kappa_interval'])} vs expensive {fmt_value(fold['kappa_expensive'])}"
+                f", {fmt_value(fold['share_sent'])} sent"
+            )
+        )
     for warning in record.get("warnings", []):
         console.print(Text(f"warning: {warning}", style="yellow"))
     console.print(
@@ -412,7 +444,8 @@ def _evaluation_part(
         if d.evaluation is not None and (fn := part(d.evaluation)) is not None
     }
     if job not in found:
-        raise ConfigError(f"{what} is implemented for the {', '.join(found)} job, not {job!r}")
+        jobs = f"{', '.join(found)} job{'s' if len(found) > 1 else ''}"
+        raise ConfigError(f"{what} is implemented for the {jobs}, not {job!r}")
     return found[job]
 
 

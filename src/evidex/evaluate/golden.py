@@ -27,6 +27,10 @@ is an error, not a silently ignored label. Formats (documented with examples in
        "claims": [{"claim_text": "...", "classification": "fully_supported",
                    "supporting_context_ids": ["s5"]}]}
 
+A job that is not in :data:`GOLDEN_TYPES` reads the row model its definition's evaluation
+names (``Evaluation.golden``), rows keyed by their ``id``; a file of such rows is told apart by
+its first record validating as one.
+
 Every error names the file and the line (``InputError.where``).
 """
 
@@ -37,7 +41,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from evidex.errors import InputError
 from evidex.evaluate.layouts import layout_job
@@ -50,6 +54,7 @@ __all__ = [
     "AuditGolden",
     "ClassifyGolden",
     "RerankGolden",
+    "SufficiencyGolden",
     "TierGolden",
     "detect_job",
     "load_golden",
@@ -131,6 +136,27 @@ class AuditGolden(_Record):
     claims: list[AuditClaim] = Field(min_length=1)
 
 
+class SufficiencyGolden(_Record):
+    """One question, the passages given with it, and whether they suffice to answer it."""
+
+    id: str = Field(min_length=1)
+    question: str = Field(min_length=1, validation_alias=AliasChoices("question", "query"))
+    passages: list[Passage] = Field(min_length=1)
+    sufficient: bool
+    answer: str | None = None
+
+    @field_validator("id", mode="before")
+    @classmethod
+    def _id_is_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @property
+    def group(self) -> str:
+        """The query this record belongs to (its words, case and spacing aside): a
+        calibration leaves whole queries out, even one asked with several passage sets."""
+        return " ".join(self.question.lower().split())
+
+
 GOLDEN_TYPES: dict[str, type[_Record]] = {
     "tier": TierGolden,
     "rerank": RerankGolden,
@@ -138,6 +164,19 @@ GOLDEN_TYPES: dict[str, type[_Record]] = {
     "audit": AuditGolden,
 }
 _SIGNATURE = {"tier": "tier", "rerank": "candidates", "classify": "labels", "audit": "claims"}
+
+
+def _registered_types() -> dict[str, type[BaseModel]]:
+    """The golden row models of the registered jobs not in :data:`GOLDEN_TYPES`, read from
+    their definitions (imported here: the jobs import no evaluation module)."""
+    from evidex.jobs import definitions
+
+    return {
+        d.name: d.evaluation.golden_type()
+        for d in definitions()
+        if d.evaluation is not None and d.name not in GOLDEN_TYPES
+    }
+
 
 R = TypeVar("R", bound=BaseModel)
 
@@ -189,9 +228,16 @@ def detect_job(path: str | Path) -> str:
         for job, field_name in _SIGNATURE.items():
             if field_name in data:
                 return job
+        for job, model in _registered_types().items():
+            try:
+                model.model_validate(data)
+            except ValidationError:
+                continue
+            return job
         raise InputError(
             "cannot tell which job this golden record is for (expected a 'tier', 'candidates', "
-            "'labels' or 'claims' field)",
+            "'labels' or 'claims' field, or a record of "
+            f"{' / '.join(_registered_types()) or 'another job'})",
             where=f"{path}:{lineno}",
         )
     raise InputError("the golden set is empty", where=str(path))
@@ -204,11 +250,12 @@ def load_golden(path: str | Path, job: str, *, labels: Sequence[str] | None = No
     classes for audit); tier defaults to the default tier names. Duplicate items, unknown
     labels and an empty file are :class:`InputError` naming the file and line.
     """
-    if job not in GOLDEN_TYPES:
-        raise InputError(f"no golden format for job {job!r}; jobs: {', '.join(GOLDEN_TYPES)}")
+    types: dict[str, type[BaseModel]] = {**GOLDEN_TYPES, **_registered_types()}
+    if job not in types:
+        raise InputError(f"no golden format for job {job!r}; jobs: {', '.join(types)}")
     if labels is None:
         labels = {"tier": DEFAULT_TIERS.names, "audit": list(AUDIT_CLASSES)}.get(job)
-    model = GOLDEN_TYPES[job]
+    model = types[job]
     records: list[Any] = []
     seen: dict[str, int] = {}
     for lineno, data in read_jsonl(path):

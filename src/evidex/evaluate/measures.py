@@ -25,6 +25,9 @@ name                          parameters         meaning
 ``citation_recall``           ``avg``            micro (default) or macro
 ``claim_f1``                  -                  claim-level F1 (claim and label match)
 ``verbatim_share``            -                  share of quotes found word for word
+``abstention_rate``           -                  share of queries the decision abstains on
+``escalation_rate``           -                  share of queries handed to a person
+``false_abstention_rate``     -                  share of answerable queries abstained on
 ``consistency_kappa``         -                  kappa between re-runs (shuffled, re-split)
 ============================  =================  =====================================
 """
@@ -55,6 +58,9 @@ MEASURES: dict[str, dict[str, tuple[str, ...] | None]] = {
     "citation_recall": {"avg": ("micro", "macro")},
     "claim_f1": {},
     "verbatim_share": {},
+    "abstention_rate": {},
+    "escalation_rate": {},
+    "false_abstention_rate": {},
     "consistency_kappa": {},
 }
 _CUTOFF = frozenset({"nDCG", "P"})

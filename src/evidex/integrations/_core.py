@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from evidex.errors import InputError, MissingExtraError
 from evidex.jobs import Keep, definition, definitions, job_names, run_sync
@@ -21,14 +21,14 @@ from evidex.jobs import Keep, definition, definitions, job_names, run_sync
 if TYPE_CHECKING:
     from evidex.jobs import Documents, JobDefinition
 
-__all__ = ["GRADES_KEY", "Grade", "Grading", "adapted_jobs", "require"]
+__all__ = ["GRADES_KEY", "Grade", "Grading", "adapted_job", "adapted_jobs", "require"]
 
 GRADES_KEY = "evidex"
 """The metadata key under which every adapter puts evidex's grades."""
 
-Job = Literal["rerank", "tier"]
-"""The jobs the adapters' own signatures offer (:func:`adapted_jobs` is what the registry
-allows)."""
+Job = str
+"""A job the adapters run: any that :func:`adapted_jobs` lists (the registry's jobs whose
+definition says which documents they keep), checked when an adapter is made."""
 
 
 def require(module: str, what: str, extra: str) -> Any:
@@ -65,8 +65,10 @@ class Grading:
     (:class:`~evidex.jobs.Documents`): ``job="rerank"`` keeps documents in evidex's ranking,
     the first ``top_k`` (all when None); ``job="tier"`` the documents
     :func:`~evidex.select_context` keeps under ``policy`` and ``token_budget``, most relevant
-    tier first (``top_k`` is for rerank alone). ``options`` are the job's own options and run
-    keywords (``judge``, ``store``, ``settings``, ``hooks``, ``strategy``, ``risk``...).
+    tier first; any other job of :func:`adapted_jobs` the documents its definition keeps (the
+    check before generating: every document, the first ``top_k``, when the passages suffice,
+    none when its decision is to abstain or escalate). ``options`` are the job's own options
+    and run keywords (``judge``, ``store``, ``settings``, ``hooks``, ``strategy``, ``risk``...).
     """
 
     job: Job = "rerank"
@@ -102,6 +104,16 @@ def adapted_jobs() -> list[str]:
     """The registered jobs an adapter can run: those whose definition declares which
     documents they keep."""
     return [d.name for d in definitions() if d.documents is not None]
+
+
+def adapted_job(job: str) -> str:
+    """``job`` when an adapter can run it; else a ``ValueError`` naming those it can (for an
+    adapter's own field validation, which reports ``ValueError``s as its framework does)."""
+    try:
+        _documents(job)
+    except InputError as exc:
+        raise ValueError(str(exc)) from exc
+    return job
 
 
 def _documents(job: str) -> tuple[JobDefinition[Any, Any, Any], Documents[Any]]:

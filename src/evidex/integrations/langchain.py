@@ -16,15 +16,15 @@ and ``metadata`` as they were, plus evidex's grades under ``metadata["evidex"]``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from evidex.integrations._core import Grade, Grading, require
+from evidex.integrations._core import Grade, Grading, adapted_job, require
 
 require("langchain_core", "evidex.integrations.langchain", "langchain")
 
 from langchain_core.callbacks import Callbacks  # noqa: E402
 from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
-from pydantic import ConfigDict, Field  # noqa: E402
+from pydantic import ConfigDict, Field, field_validator  # noqa: E402
 
 __all__ = ["EvidexCompressor"]
 
@@ -34,7 +34,9 @@ class EvidexCompressor(BaseDocumentCompressor):
 
     ``job="rerank"`` returns the documents in evidex's ranking, the first ``top_k`` (all when
     None); ``job="tier"`` returns those :func:`evidex.select_context` keeps under ``policy``
-    (strict, standard, broad) and ``token_budget``, top tier first (``top_k`` is not used).
+    (strict, standard, broad) and ``token_budget``, top tier first (``top_k`` is not used);
+    any other job of :func:`~evidex.integrations._core.adapted_jobs` keeps what its
+    definition says (the check before generating: none when its decision is not to answer).
     ``judge`` is a spec string (``"local:minilm"``) or a :class:`~evidex.Judge`, None for the
     job's configured judge; ``store`` where the audit log and review queue live
     (``"sqlite://"`` keeps them in memory); ``options`` the job's own options (``strategy``,
@@ -43,13 +45,18 @@ class EvidexCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    job: Literal["rerank", "tier"] = "rerank"
+    job: str = "rerank"
     top_k: int | None = 3
     policy: str = "standard"
     token_budget: int = 4000
     judge: Any = None
     store: Any = None
     options: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("job")
+    @classmethod
+    def _adapted(cls, job: str) -> str:
+        return adapted_job(job)
 
     def _grading(self) -> Grading:
         options = {"judge": self.judge, "store": self.store, **self.options}

@@ -15,13 +15,13 @@ nodes are never changed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
-from evidex.integrations._core import GRADES_KEY, Grade, Grading, require
+from evidex.integrations._core import GRADES_KEY, Grade, Grading, adapted_job, require
 
 require("llama_index.core", "evidex.integrations.llamaindex", "llamaindex")
 
-from llama_index.core.bridge.pydantic import Field  # noqa: E402
+from llama_index.core.bridge.pydantic import Field, field_validator  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle  # noqa: E402
 
@@ -39,7 +39,7 @@ class EvidexPostprocessor(BaseNodePostprocessor):
     options (``strategy``, ``risk``, ``tiers``, ``settings``...).
     """
 
-    job: Literal["rerank", "tier"] = Field(default="rerank", description="rerank or tier")
+    job: str = Field(default="rerank", description="a job the adapters run (adapted_jobs())")
     top_k: int | None = Field(default=3, description="rerank: how many nodes to keep")
     policy: str = Field(default="standard", description="tier: strict, standard or broad")
     token_budget: int = Field(default=4000, description="tier: tokens of context to keep")
@@ -50,6 +50,11 @@ class EvidexPostprocessor(BaseNodePostprocessor):
     @classmethod
     def class_name(cls) -> str:
         return "EvidexPostprocessor"
+
+    @field_validator("job")
+    @classmethod
+    def _adapted(cls, job: str) -> str:
+        return adapted_job(job)
 
     def _grading(self) -> Grading:
         options = {"judge": self.judge, "store": self.store, **self.options}

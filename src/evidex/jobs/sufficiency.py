@@ -10,7 +10,7 @@ the risk is high, or no valid judgment was obtained). A fallback is never ``answ
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
 
@@ -27,8 +27,10 @@ from evidex.jobs._common import (
     prompt_template,
     sync_of,
 )
-from evidex.jobs._definition import Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._sufficiency_documents import SUFFICIENCY_DOCUMENTS
 from evidex.jobs._sufficiency_review import REVIEW, SufficiencyReview
+from evidex.jobs._suspects import Suspects
 from evidex.judging import Judge
 from evidex.preflight import passage_of
 from evidex.tasks.sufficiency import (
@@ -62,7 +64,9 @@ __all__ = [
 ]
 
 Decision = Literal["answer", "abstain", "escalate"]
-ReasonCode = Literal["sufficient", "insufficient", "low_confidence", "high_risk", "fallback"]
+ReasonCode = Literal[
+    "sufficient", "insufficient", "low_confidence", "high_risk", "fallback", "suspected_injection"
+]
 
 
 class SufficiencyPolicy(BaseModel):
@@ -171,9 +175,15 @@ class SufficiencyResult(JobResult):
 
 
 def decide(
-    value: SufficiencyValue, *, risk: RiskLevel, policy: SufficiencyPolicy
+    value: SufficiencyValue,
+    *,
+    risk: RiskLevel,
+    policy: SufficiencyPolicy,
+    suspected: Sequence[str] = (),
 ) -> SufficiencyDecision:
-    """Apply the policy; the most cautious outcome that fires wins, and each is a reason."""
+    """Apply the policy; the most cautious outcome that fires wins, and each is a reason.
+    ``suspected``: the verdict's passages that carry text aimed at the grader, where the
+    risk sends them to a person (see :mod:`evidex.jobs._suspects`)."""
     confidence = value.confidence
     if value.source == "fallback":
         return _decision(
@@ -181,6 +191,9 @@ def decide(
             "fallback",
             "no valid judgment was obtained (marked fallback); a person decides",
         )
+    if suspected:
+        where = f"passage(s) {', '.join(suspected)} the verdict rests on"
+        return _decision("escalate", "suspected_injection", Suspects.reason(where))
     if confidence < policy.escalate_below:
         return _decision(
             "escalate",
@@ -254,6 +267,8 @@ class SufficiencySpec(MergedIsResult):
         batch = SufficiencyBatch(plan.query, tuple(plan.data.prepared.passages), self.risk)
         outcome = await run.call(SufficiencyStep(self.template), batch)
         value = outcome.value
+        cited = [*value.supporting_passage_ids, *(q.passage_id for q in value.key_quotes)]
+        flagged = Suspects.of(plan.events, self.risk).to_route(cited)
         return SufficiencyResult(
             id=plan.id,
             query=plan.query,
@@ -262,7 +277,7 @@ class SufficiencySpec(MergedIsResult):
             supporting_passage_ids=value.supporting_passage_ids,
             key_quotes=value.key_quotes,
             missing=value.missing,
-            decision=decide(value, risk=self.risk, policy=self.policy),
+            decision=decide(value, risk=self.risk, policy=self.policy, suspected=flagged),
             source=outcome.source,
             reason=outcome.reason,
             risk=self.risk,
@@ -327,6 +342,19 @@ DEFINITION: JobDefinition[SufficiencyInput, SufficiencyOptionsModel, Sufficiency
         result=SufficiencyResult,
         spec=SufficiencySpec.of,
         review=REVIEW,
+        evaluation=Evaluation(
+            measures=(
+                "f1(label=insufficient)",
+                "accuracy",
+                "abstention_rate",
+                "false_abstention_rate",
+                "escalation_rate",
+            ),
+            golden="evidex.evaluate.golden:SufficiencyGolden",
+            evaluator="evidex.evaluate.sufficiency:SufficiencyEvaluator",
+            calibrate="evidex.evaluate.calibrate_sufficiency:calibrate_sufficiency",
+        ),
+        documents=SUFFICIENCY_DOCUMENTS,
     )
 )
 

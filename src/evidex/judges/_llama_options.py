@@ -32,7 +32,8 @@ class LlamaOptions(BaseModel):
     sentences, the model grades each claim by two Yes/No prompts (see
     :mod:`evidex.judges._qwen_audit`). Classify in ``score`` mode: one Yes/No question per
     label about the encoder's candidate sentences (see :mod:`evidex.judges._qwen_classify`).
-    ``generate`` stays
+    Other payloads ``score`` mode answers are listed in :mod:`evidex.judges._qwen_scorers`.
+    The mode is one per judge instance, for every job it runs. ``generate`` stays
     the default: measured with the shipped 1.5B model (docs/benchmarks.md, ``qwen_modes_*``),
     ``score`` tiered 40 LLMJudge pairs at kappa -0.02 against 0.17 for ``generate`` on the
     same pairs (cut points fitted on other queries), so it is faster but not better."""

@@ -5,8 +5,8 @@
 shipped model. Tier and pointwise rerank requests are answered in one of two modes
 (:attr:`LlamaOptions.mode`): the model writes the reply (``generate``), or each passage's
 relevance is read from the next-token distribution after a Yes/No question and nothing is
-written (``score``, see :mod:`evidex.judges._qwen_grades`); audit and classify score too
-(:mod:`evidex.judges._qwen_audit`, :mod:`evidex.judges._qwen_classify`).
+written (``score``, see :mod:`evidex.judges._qwen_grades`); the audit and other jobs score
+too, each payload type by the scorer its table names (:mod:`evidex.judges._qwen_scorers`).
 
 Why this shape:
 
@@ -47,13 +47,11 @@ import platformdirs
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
 from evidex.judges._llama_options import LlamaOptions, QwenOptions
 from evidex.judges._options import parse_options
-from evidex.judges._qwen_audit import AUDIT_PAYLOADS, SCORING_VERSION, AuditScorer, model_grade
-from evidex.judges._qwen_classify import CLASSIFY_SCORING_VERSION, ClassifyScorer, model_yes
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
-from evidex.judges._qwen_grades import GRADE_PROMPT_VERSION, GRADED_PAYLOADS, grade_reply
 from evidex.judges._qwen_score import CandidateScores, score_candidates
+from evidex.judges._qwen_scorers import SCORING_VERSIONS, Scorer, scorer_of
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
-from evidex.judging import ClassifyPayload, Judge, JudgeReply, JudgeRequest, Message
+from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.types import Usage
 
 __all__ = ["QWEN_WEIGHTS", "CallTiming", "LlamaJudge", "LlamaOptions", "QwenJudge", "QwenOptions"]
@@ -190,10 +188,7 @@ class LlamaJudge(Judge):
             "mode": self.options.mode,
         }
         if self.options.mode == "score":
-            out["grade_prompt"] = GRADE_PROMPT_VERSION
-            out["snippets"] = self._snippets.model_version
-            out["audit_scoring"] = SCORING_VERSION
-            out["classify_scoring"] = CLASSIFY_SCORING_VERSION
+            out.update(SCORING_VERSIONS, snippets=self._snippets.model_version)
         return out
 
     @functools.cached_property
@@ -340,57 +335,39 @@ class LlamaJudge(Judge):
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
         cancelled = threading.Event()
-        graded = self.options.mode == "score" and isinstance(request.payload, GRADED_PAYLOADS)
-        audited = self.options.mode == "score" and isinstance(
-            request.payload, (*AUDIT_PAYLOADS, ClassifyPayload)
-        )
-        answer = self._audit if audited else self._grade if graded else self._complete
+        scorer = scorer_of(request.payload) if self.options.mode == "score" else None
+
+        def answer() -> JudgeReply:
+            if scorer is None:
+                return self._complete(request, cancelled)
+            return self._score(scorer, request, cancelled)
+
         try:
-            return await asyncio.to_thread(answer, request, cancelled)
+            return await asyncio.to_thread(answer)
         except asyncio.CancelledError:
             cancelled.set()  # a call still waiting for the model lock then never starts
             raise
 
-    def _audit(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
-        """Score mode, audit and classify: code quotes, the model grades (``_qwen_audit``,
-        ``_qwen_classify``)."""
+    def _score(
+        self, scorer: Scorer, request: JudgeRequest, cancelled: threading.Event
+    ) -> JudgeReply:
+        """Score mode: the payload's scorer (:mod:`evidex.judges._qwen_scorers`) asks its
+        questions and code writes the reply; the prompt tokens of every question are counted."""
+        read = 0
 
-        read = 0  # prompt tokens of the questions asked, as the tier path counts them
-
-        def probabilities(messages: Sequence[Message], candidates: Sequence[str]) -> Any:
+        def score(
+            messages: Sequence[Message | Mapping[str, str]], candidates: Sequence[str], prefix: str
+        ) -> CandidateScores:
             nonlocal read
             if cancelled.is_set():
                 raise JudgeUnavailable(f"{self.judge_id} call cancelled")
-            scores = self.candidate_scores(messages, candidates)
+            scores = self.candidate_scores(messages, candidates, reply_prefix=prefix)
             read += scores.prompt_tokens
-            return scores.probabilities
+            return scores
 
-        embed, name, payload = self._snippets.embed, self.judge_id, request.payload
-        if isinstance(payload, ClassifyPayload):  # see _qwen_classify
-            text = ClassifyScorer(model_yes(probabilities), embed, name=name).reply_text(payload)
-        else:
-            text = AuditScorer(model_grade(probabilities), embed, name=name).reply_text(payload)
+        text = scorer(request.payload, score, self._snippets, self.judge_id)
         usage = Usage(prompt_tokens=read, completion_tokens=0)
         return JudgeReply(text=text, usage=usage, model_version=self.model_version)
-
-    def _grade(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
-        """Score mode: a grading prompt per passage, the grade read from the distribution."""
-        payload = request.payload
-        assert isinstance(payload, GRADED_PAYLOADS)
-
-        def score(
-            messages: list[dict[str, str]], candidates: list[str], prefix: str
-        ) -> CandidateScores:
-            if cancelled.is_set():
-                raise JudgeUnavailable(f"{self.judge_id} call cancelled")
-            return self.candidate_scores(messages, candidates, reply_prefix=prefix)
-
-        reply, read = grade_reply(self.judge_id, payload, score, self._snippets.match)
-        return JudgeReply(
-            text=json.dumps(reply),
-            usage=Usage(prompt_tokens=read, completion_tokens=0),
-            model_version=self.model_version,
-        )
 
     def _complete(self, request: JudgeRequest, cancelled: threading.Event) -> JudgeReply:
         loaded = self._model()
