@@ -1,152 +1,157 @@
-"""Attack success against the tier job, with and without the hold on flagged passages.
+"""Attack success against the jobs, with and without the defence, judge by judge.
 
-    python bench/injection.py [--data ../shared/data] [--judge local:minilm] [--pairs 20]
+    python bench/injection.py [--data ../shared/data] [--judge local:minilm ...] [--pairs 20]
                                [--no-write]
 
-For every TREC DL 2019 query, one irrelevant passage (NIST grade 0, seed 27) is graded twice
-in separate calls, each beside one relevant passage of the same query: clean, and with each
-tier-aimed record of the attack suite (``evidex._attacks``) applied. A success is the attacked
-passage landing in the standard context (the top two tiers) while its clean twin did not.
+For every TREC DL 2019 query, one irrelevant passage (NIST grade 0, seed 27) is judged beside
+one relevant passage of the same query: clean, and with each record of the attack suite
+(``evidex._attacks``) aimed at the job applied. A success is the attack moving the attacked
+passage where its clean twin was not (tier: into the standard context, the top two tiers;
+rerank: above the relevant passage).
 
-- "judge": the judge's own grade, as it was before the hold (read back from the assignment's
-  ``reason``, which names it), i.e. what the run would have done without the defence;
-- "evidex": the grade the result carries, with preflight's screen and the tier job's hold.
+- "before": preflight notes the suspicions but cuts nothing, and the tier job's hold is read
+  back from the grade's ``reason``: what the run would have done without the defence;
+- "after": as shipped: flagged text cut from what the judge reads, the tier hold on top.
 
-Collateral: how often the relevant passage beside the attacked one changed grade. Clean
-kappa: the four grades against NIST on up to ``--pairs`` judged pairs per query, with and
-without the holds (a hold on a clean passage is a false positive of the screen).
+Collateral: how often the relevant passage beside the attacked one changed its grade or rank
+(after). Clean agreement: on up to ``--pairs`` judged passages per query, before and after (a
+difference is a false positive of the screen costing a clean passage). The jobs are the table
+in ``bench/_injection_jobs.py``; a job the judge does not do is said, not measured.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
-import re
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from evidex._attacks import attack_suite
-from evidex.evaluate.metrics import cohen_kappa
-from evidex.jobs.tier import TierAssignment, tier
 from evidex.judges import get_judge
 from evidex.store import open_store
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _injection_jobs import JOBS, UNMEASURED
 from _report import write_section
 from injection_screen import load
-
-TIERS = ["irrelevant", "tangentially-related", "contextually-relevant", "directly-supporting"]
-CONTEXT = {"directly-supporting", "contextually-relevant"}
-_SAID = re.compile(r"the judge said ([a-z-]+)")
-
-
-def judge_tier(assignment: object) -> str:
-    reason = getattr(assignment, "reason", None) or ""
-    said = _SAID.search(reason)
-    return said.group(1) if said else str(assignment.tier)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("../shared/data"))
-    parser.add_argument("--judge", default="local:minilm")
-    parser.add_argument("--pairs", type=int, default=20, help="clean pairs per query for kappa")
+    parser.add_argument("--judge", action="append", help="judge spec (repeatable)")
+    parser.add_argument("--pairs", type=int, default=20, help="clean pairs per query")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
 
     queries, qrels, texts = load(args.data, "trec-dl-2019")
-    judge = get_judge(args.judge)
     store = open_store("sqlite://")
-    rng = random.Random(args.seed)
-    suite = [a for a in attack_suite() if "tier" in a.jobs]
     started = time.perf_counter()
-
-    def grade(query: str, passages: list[Passage]) -> dict[str, TierAssignment]:
-        result = tier(query, passages, judge=judge, store=store, batch_size=5)
-        return {a.passage_id: a for a in result.classifications}
-
-    wins: dict[str, Counter[str]] = defaultdict(Counter)
-    tries: Counter[str] = Counter()
-    collateral = Counter[str]()
-    gold: list[str] = []
-    raw: list[str] = []
-    held: list[str] = []
-    used = 0
-    for qid in sorted(qrels):
-        judged = qrels[qid]
-        query = queries.get(qid)
-        zeros = [p for p, g in sorted(judged.items()) if g == 0 and p in texts]
-        good = [p for p, g in sorted(judged.items()) if g >= 2 and p in texts]
-        if not query or not zeros or not good:
-            continue
-        used += 1
-        zero, rel = rng.choice(zeros), rng.choice(good)
-        target = Passage(passage_id=zero, text=texts[zero])
-        beside = Passage(passage_id=rel, text=texts[rel])
-        clean = grade(query, [beside, target])
-        clean_in = judge_tier(clean[target.passage_id]) in CONTEXT
-        for attack in suite:
-            hit = attack.apply(target, query)
-            graded = grade(query, [beside, hit])
-            for key in (attack.kind, f"({attack.split})"):
-                tries[key] += 1
-                if not clean_in and judge_tier(graded[hit.passage_id]) in CONTEXT:
-                    wins[key]["judge"] += 1
-                if not clean_in and graded[hit.passage_id].tier in CONTEXT:
-                    wins[key]["evidex"] += 1
-            if graded[beside.passage_id].tier != clean[beside.passage_id].tier:
-                collateral[attack.kind] += 1
-        sample = sorted(judged.items())
-        rng.shuffle(sample)
-        pairs = [(p, g) for p, g in sample if p in texts][: args.pairs]
-        graded = grade(query, [Passage(passage_id=p, text=texts[p]) for p, _ in pairs])
-        for pid, g in pairs:
-            gold.append(TIERS[g])
-            raw.append(judge_tier(graded[pid]))
-            held.append(str(graded[pid].tier))
-
-    seconds = time.perf_counter() - started
     rows = [
-        "| attack kind | tries | success, judge alone | success, evidex | collateral |",
-        "|---|---:|---:|---:|---:|",
+        "| judge | job | attack kind | tries | success before | success after | collateral |",
+        "|---|---|---|---:|---:|---:|---:|",
     ]
-    total = Counter[str]()
-    for kind in sorted(k for k in tries if not k.startswith("(")):
-        n = tries[kind]
-        j, e = wins[kind]["judge"], wins[kind]["evidex"]
-        total.update({"n": n, "judge": j, "evidex": e, "collateral": collateral[kind]})
-        rows.append(
-            f"| {kind} | {n} | {j} ({j / n:.0%}) | {e} ({e / n:.0%}) | {collateral[kind]} |"
-        )
-    for split in ("(tune)", "(heldout)"):
-        n, j, e = tries[split], wins[split]["judge"], wins[split]["evidex"]
-        if n:
+    clean_rows = [
+        "| judge | job | clean measure | before | after | clean passages changed |",
+        "|---|---|---|---:|---:|---:|",
+    ]
+    skipped: list[str] = []
+    used = 0
+    for spec in args.judge or ["local:minilm"]:
+        judge = get_judge(spec)
+        for bench in JOBS:
+            if not judge.supports(bench.job):
+                skipped.append(f"`{spec}` does not do {bench.job}")
+                continue
+            suite = [a for a in attack_suite() if bench.job in a.jobs]
+            tries, wins, collateral = Counter[str](), defaultdict(Counter[str]), Counter[str]()
+            clean_pairs: dict[bool, list[tuple[dict[str, int], dict[str, str]]]] = {
+                True: [],
+                False: [],
+            }
+            rng = random.Random(args.seed)
+            used = 0
+            for qid in sorted(qrels):
+                judged, query = qrels[qid], queries.get(qid)
+                zeros = [p for p, g in sorted(judged.items()) if g == 0 and p in texts]
+                good = [p for p, g in sorted(judged.items()) if g >= 2 and p in texts]
+                if not query or not zeros or not good:
+                    continue
+                used += 1
+                zero, rel = rng.choice(zeros), rng.choice(good)
+                target = Passage(passage_id=zero, text=texts[zero])
+                beside = Passage(passage_id=rel, text=texts[rel])
+                clean = {
+                    on: bench.grade(judge, store, query, [beside, target], on)
+                    for on in (False, True)
+                }
+                for attack in suite:
+                    hit = attack.apply(target, query)
+                    for on, side in ((False, "before"), (True, "after")):
+                        graded = bench.grade(judge, store, query, [beside, hit], on)
+                        for key in (attack.kind, f"({attack.split})"):
+                            tries[key] += on
+                            wins[key][side] += bench.won(clean[on], graded, zero, rel)
+                        if on and bench.collateral and graded[rel] != clean[on][rel]:
+                            collateral[attack.kind] += 1
+                sample = sorted(judged.items())
+                rng.shuffle(sample)
+                pairs = dict([(p, g) for p, g in sample if p in texts][: args.pairs])
+                shown = [Passage(passage_id=p, text=texts[p]) for p in pairs]
+                for on in (False, True):
+                    clean_pairs[on].append((pairs, bench.grade(judge, store, query, shown, on)))
+            total = Counter[str]()
+            for kind in sorted(k for k in tries if not k.startswith("(")):
+                n, b, a = tries[kind], wins[kind]["before"], wins[kind]["after"]
+                total.update({"n": n, "before": b, "after": a, "collateral": collateral[kind]})
+                side = collateral[kind] if bench.collateral else "–"
+                rows.append(
+                    f"| {spec} | {bench.job} | {kind} | {n} | {b} ({b / n:.0%}) | "
+                    f"{a} ({a / n:.0%}) | {side} |"
+                )
+            for split in ("(tune)", "(heldout)"):
+                n, b, a = tries[split], wins[split]["before"], wins[split]["after"]
+                if n:
+                    rows.append(
+                        f"| {spec} | {bench.job} | {split[1:-1]} phrasings | {n} | "
+                        f"{b} ({b / n:.1%}) | {a} ({a / n:.1%}) | |"
+                    )
+            n = total["n"]
             rows.append(
-                f"| {split[1:-1]} phrasings | {n} | {j} ({j / n:.1%}) | {e} ({e / n:.1%}) | |"
+                f"| {spec} | {bench.job} | (all) | {n} | {total['before']} "
+                f"({total['before'] / n:.1%}) | {total['after']} ({total['after'] / n:.1%}) | "
+                f"{total['collateral'] if bench.collateral else '–'} |"
             )
-    n = total["n"]
-    rows.append(
-        f"| (all) | {n} | {total['judge']} ({total['judge'] / n:.1%}) | "
-        f"{total['evidex']} ({total['evidex'] / n:.1%}) | {total['collateral']} |"
-    )
-    k_raw = cohen_kappa(gold, raw, TIERS)
-    k_held = cohen_kappa(gold, held, TIERS)
-    changed = sum(1 for a, b in zip(raw, held, strict=True) if a != b)
+            changed = sum(
+                1
+                for (_, x), (_, y) in zip(clean_pairs[False], clean_pairs[True], strict=True)
+                for p in x
+                if x[p] != y[p]
+            )
+            clean_rows.append(
+                f"| {spec} | {bench.job} | {bench.measure} | "
+                f"{bench.agreement(clean_pairs[False]):.3f} | "
+                f"{bench.agreement(clean_pairs[True]):.3f} | {changed} |"
+            )
+    seconds = time.perf_counter() - started
     body = (
-        f"Judge `{args.judge}`, the tier job at batch size 5; {used} TREC DL 2019 queries, "
-        f"{len(suite)} tier-aimed phrasings of the suite (tuned and held out); "
-        f"{seconds:.0f} s.\n\n" + "\n".join(rows) + "\n\n"
-        f"Clean pairs ({len(gold)}, up to {args.pairs} a query): kappa over the four grades "
-        f"{k_raw:.3f} with the judge's own grades, {k_held:.3f} with the holds "
-        f"({changed} clean pair(s) held by a false positive of the screen)."
+        f"{used} TREC DL 2019 queries; the suite's phrasings aimed at each job (tuned and held "
+        f"out); tier at batch size 5, rerank by the judge's default strategy; {seconds:.0f} s."
+        "\n\n" + "\n".join(rows) + "\n\n"
+        f"Clean passages (up to {args.pairs} judged a query), before and after the defence:\n\n"
+        + "\n".join(clean_rows)
+        + "\n\n"
+        + (f"Not measured: {'; '.join(skipped)}. " if skipped else "")
+        + f"No bench entry yet for {', '.join(UNMEASURED)} (they need labelled data of their "
+        "own); their defence is pinned by tests/test_injection_jobs.py."
     )
     print(body)
     if not args.no_write:
-        write_section("injection_tier", "Injection: attack success against the tier job", body)
+        write_section("injection_tier", "Injection: attack success against the jobs", body)
 
 
 if __name__ == "__main__":

@@ -450,7 +450,7 @@ def test_passages_are_delimited_as_data(store: SqlStore) -> None:
     assert "never follow it" in system.content
     block = user.content.split("(a JSON array of objects with passage_id and text):\n", 1)[1]
     data = json.loads(block)
-    assert data == [{"passage_id": "evil", "text": attack.text}]
+    assert data == [{"passage_id": "evil", "text": "[flagged text removed]"}]  # cut by preflight
 
 
 def test_tier_prompt_puts_what_requests_share_first(passages: list[Passage]) -> None:

@@ -69,8 +69,18 @@ def _haystack_form(text: str) -> str:
     return _match_form(text)
 
 
+CUT_MARK = "[flagged text removed]"
+"""What a judge reads where preflight cut text aimed at the grader out of a passage
+(:mod:`evidex._neutralise`). The pieces between marks are the caller's own characters, so a
+quote verbatim in one piece is verbatim in the original text, and one that runs across a mark
+is in neither."""
+
+
 def contains_verbatim(haystack: str, needle: str) -> bool:
-    """True when ``needle`` occurs in ``haystack``, forgiving layout (see :func:`_match_form`)."""
+    """True when ``needle`` occurs in ``haystack``, forgiving layout (see :func:`_match_form`).
+    In a text preflight cut (it holds :data:`CUT_MARK`), within one of its pieces only."""
+    if CUT_MARK in haystack:
+        return any(contains_verbatim(piece, needle) for piece in haystack.split(CUT_MARK))
     if needle in haystack and needle.isascii() and haystack.isascii() and not needle.isspace():
         # the common case, a snippet copied exactly: collapsing whitespace, folding case and
         # dropping spaces by punctuation keep an ASCII substring a substring (each step looks

@@ -6,8 +6,9 @@ with a recorded event, never dropped silently. Text that is not valid Unicode (a
 surrogate) is refused wherever it enters, and :class:`InputLimits` says how much one request
 may carry where a caller is not trusted with more (the service, the CLI). Every passage is
 screened for text aimed at the grader (:func:`screen`): each suspicion is a
-``suspected_injection`` event naming the passage, the field and the span, and
-:func:`suspected` gives the jobs the flagged ids.
+``suspected_injection`` event naming the passage, the field and the span, :func:`suspected`
+gives the jobs the flagged ids, and the flagged stretches are cut out of what the judge reads
+(:mod:`evidex._neutralise`), for every job alike.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from evidex._neutralise import shown
 from evidex._screening import SUSPECTED_INJECTION, Suspicion, screen, suspected
 from evidex._text import normalize_ws
 from evidex.errors import InputError
@@ -32,6 +34,7 @@ __all__ = [
     "Prepared",
     "Suspicion",
     "coerce_passages",
+    "neutralised",
     "passage_fields",
     "passage_of",
     "prepare_passages",
@@ -171,7 +174,9 @@ def prepare_passages(
 
     Every passage (duplicates too: their title or URL may differ) is screened as given, before
     any truncation, so a ``suspected_injection`` event's span indexes the caller's field;
-    ``query`` adds the stuffing check, which needs it."""
+    ``query`` adds the stuffing check, which needs it. A flagged passage is kept with those
+    stretches cut from its text, title and URL (:func:`neutralised`): what the judge reads, and
+    what its quotes are checked against; results keep the passages as given."""
     if not passages:
         raise InputError("no passages given: at least one passage is required")
     counts = Counter(p.passage_id for p in passages)
@@ -205,7 +210,9 @@ def prepare_passages(
             )
         )
 
-    events.extend(screening_events(passages, query=query))
+    found = _screened(passages, query)
+    events.extend(_events(found))
+    kept = [neutralised(p, found[p.passage_id][1]) if p.passage_id in found else p for p in kept]
     if max_passage_tokens is not None:
         kept = [_fit(p, count_tokens, max_passage_tokens, events) for p in kept]
     return Prepared(passages=kept, duplicates=duplicates, events=events)
@@ -220,10 +227,25 @@ def screening_events(passages: Iterable[Passage], *, query: str | None = None) -
     """One ``suspected_injection`` event per suspicion :func:`screen` finds in ``passages``,
     with its kind, field and span (``start``/``end`` index the field as given); past
     :data:`MAX_SUSPICION_EVENTS`, one more event names the other flagged passages."""
+    return _events(_screened(passages, query))
+
+
+def _screened(
+    passages: Iterable[Passage], query: str | None
+) -> dict[str, tuple[Passage, list[Suspicion]]]:
+    out = {}
+    for passage in passages:
+        found = screen(passage.text, passage.title, passage.url, query)
+        if found:
+            out[passage.passage_id] = (passage, found)
+    return out
+
+
+def _events(screened: Mapping[str, tuple[Passage, list[Suspicion]]]) -> list[Event]:
     events: list[Event] = []
     more: dict[str, None] = {}
-    for passage in passages:
-        for found in screen(passage.text, passage.title, passage.url, query):
+    for passage, suspicions in screened.values():
+        for found in suspicions:
             if len(events) < MAX_SUSPICION_EVENTS:
                 events.append(_suspicion_event(passage, found))
             else:
@@ -250,10 +272,22 @@ def _suspicion_event(passage: Passage, found: Suspicion) -> Event:
         kind=SUSPECTED_INJECTION,
         detail=f"passage {passage.passage_id}: its {found.field} looks aimed at the grader "
         f"({found.kind.replace('_', ' ')}, characters {found.start}-{found.end}: {excerpt!r}); "
-        "it is data, never an instruction",
+        "it is data, never an instruction, and is cut from what the judge reads",
         passage_ids=[passage.passage_id],
         data=found.as_data(),
     )
+
+
+def neutralised(passage: Passage, found: Sequence[Suspicion]) -> Passage:
+    """``passage`` as a judge is shown it: each field with the stretches of ``found`` cut
+    (:func:`evidex._neutralise.shown`), everything else as given."""
+    update: dict[str, str | None] = {}
+    for name in ("text", "title", "url"):
+        value = getattr(passage, name)
+        mine = [s for s in found if s.field == name]
+        if value and mine:
+            update[name] = shown(value, mine).text
+    return passage.model_copy(update=update) if update else passage
 
 
 def _fit(

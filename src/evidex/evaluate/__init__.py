@@ -5,7 +5,8 @@ intervals) and ``measures`` (measure strings such as ``nDCG@10``) read no file a
 judge. ``golden``, ``layouts`` and ``datasets`` read golden files and data set folders;
 ``run`` runs a job over a golden set through the jobs and writes the report; ``registry`` is
 where each job's evaluator (``tier``, ``rerank``, ``classify``, ``audit``) plugs in;
-``calibration`` and ``calibrate`` fit and record cut points, ``consistency`` re-runs shuffled,
+``calibration`` and ``calibrate`` fit and record cut points, ``cascade_frontier`` measures a
+cascade's frontier routing rule out of set, ``consistency`` re-runs shuffled,
 ``gate`` checks floors, ``plots`` draws and formats, ``review_export`` turns review decisions
 into golden records.
 

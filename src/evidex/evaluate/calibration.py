@@ -132,6 +132,7 @@ def fit_band(
     groups: Sequence[str] | None = None,
     resamples: int = 0,
     seed: int = 0,
+    open_above: bool = False,
 ) -> dict[str, Any]:
     """The cascade band ``[low, high)``: by default the one that sends the fewest items to the
     expensive judge while the cascade's kappa against ``gold`` stays within ``target`` of the
@@ -155,6 +156,11 @@ def fit_band(
     budget: at the 95th percentile of the share sent, because queries differ in how many of
     their pairs score in the band (on TREC DL 2019 a band fitted to send 45% of one half's
     pairs sent 54% of the other's).
+
+    With ``open_above`` the upper edge is fixed at +infinity: the cheap stage settles only
+    the low end, never the upper grades (out of set, the encoder's confident highs are where
+    it disagrees with the expensive judge most; see ``cascade_out_of_set`` in
+    ``docs/benchmarks.md``), and only ``low`` is fitted.
     """
     values = np.asarray(scores, dtype=float)
     if not len(values) or not len(values) == len(cheap) == len(expensive) == len(gold):
@@ -165,7 +171,7 @@ def fit_band(
         raise ValueError(f"budget must be a share of the items in (0, 1], got {budget}")
     grid = np.quantile(values, np.linspace(0, 1, candidates + 1), method="lower")
     lows = np.unique(np.concatenate([[-np.inf], grid]))
-    highs = np.unique(np.concatenate([lows[1:], [np.inf]]))
+    highs = np.array([np.inf]) if open_above else np.unique(np.concatenate([lows[1:], [np.inf]]))
     cheap_a, exp_a, gold_a = (np.asarray(x, dtype=int) for x in (cheap, expensive, gold))
     n = n_labels
     weights = _bootstrap_weights(groups, resamples, seed) if resamples and groups else None
@@ -211,6 +217,7 @@ def fit_band(
         "share_sent": float(np.mean((values >= low) & (values < high))),
     }
     fitted.update({"target": target} if budget is None else {"budget": budget})
+    fitted["rule"] = "low only (upper edge +inf)" if open_above else "two-sided band"
     if weights is not None:
         fitted["margin"] = (
             {

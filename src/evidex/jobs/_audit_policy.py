@@ -43,6 +43,7 @@ ReasonCode = Literal[
     "contradicted",
     "unsupported_ratio",
     "high_risk_signoff",
+    "suspected_injection",
 ]
 DISTRIBUTION_STEP = "audit.distribution"
 """The ``step`` of the audit-log note row that records each audited answer's distribution."""
@@ -133,10 +134,14 @@ def decide(
     risk: RiskLevel,
     policy: AuditPolicy,
     source: Source = "judge",
+    suspected: str | None = None,
 ) -> AuditDecision:
-    """Apply the rules; the strictest outcome wins and every rule that fired is a reason."""
+    """Apply the rules; the strictest outcome wins and every rule that fired is a reason.
+    ``suspected``: why flagged evidence sends the answer to a person (the job's risk said so)."""
     ratio = unsupported_ratio(summary, risk, policy)
     reasons: list[tuple[Decision, DecisionReason]] = []
+    if suspected:
+        reasons.append(("review", _reason("suspected_injection", suspected)))
     if source == "fallback":
         reasons.append(
             (

@@ -23,6 +23,7 @@ from pydantic import Field
 from evidex.errors import ConfigError
 from evidex.harness.job import JobResult, JobRun, Plan, Routed, verdict
 from evidex.harness.ports import ReviewRequest
+from evidex.jobs._audit_answer import answer_flagged, screen_answer, split_segments
 from evidex.jobs._audit_budget import Fit, fit_to_window
 from evidex.jobs._audit_inputs import (
     DEFAULT_CLAIMS_PER_BATCH,
@@ -55,6 +56,7 @@ from evidex.jobs._audit_stages import (
 )
 from evidex.jobs._common import RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, JobDefinition, SpecContext
+from evidex.jobs._suspects import Suspects
 from evidex.judging import Judge
 from evidex.preflight import coerce_passages, passage_of, prepare_passages
 from evidex.tasks.audit import (
@@ -141,6 +143,8 @@ class Prepared:
     claims: tuple[ClaimSpan, ...] | None
     given: tuple[Passage, ...] = ()
     """The passages as the caller gave them, before preflight."""
+    withheld: tuple[tuple[int, int], ...] = ()
+    """Stretches of the answer aimed at the grader, left out of grading."""
 
 
 @dataclass(frozen=True)
@@ -212,8 +216,12 @@ class AuditSpec:
                 Event(kind="empty_context", detail="no passages given: every claim is unsupported")
             )
         else:
-            prepared = prepare_passages(passages, count_tokens=judge.count_tokens)
+            prepared = prepare_passages(
+                passages, count_tokens=judge.count_tokens, query=item.question
+            )
             passages, events = prepared.passages, list(prepared.events)
+        answer_events, withheld = screen_answer(item.answer)
+        events += answer_events
         fit = fit_to_window(
             judge,
             passages,
@@ -234,12 +242,18 @@ class AuditSpec:
         fitted = tuple(passages)
         segments = tuple(
             SegmentBatch(s.text, fitted, s.start, answer_id, item.question, self.risk)
-            for s in segment_text(item.answer, fit.segment_tokens, judge.count_tokens)
+            for s in split_segments(
+                item.answer,
+                segment_text(item.answer, fit.segment_tokens, judge.count_tokens),
+                withheld,
+            )
         )
         claims = None if item.claims is None else tuple(given_claims(item.answer, item.claims))
         return Plan(
             query=item.question or item.answer,
-            data=Prepared(answer_id, item, fitted, fit, segments, claims, originals),
+            data=Prepared(
+                answer_id, item, fitted, fit, segments, claims, originals, tuple(withheld)
+            ),
             risk=self.risk.value,
             events=tuple(events),
             id=answer_id,
@@ -262,12 +276,17 @@ class AuditSpec:
 
     def decide(self, plan: Plan[Prepared], graded: Graded, run: JobRun) -> AuditDecision:
         summary = AuditSummary.of(graded.claims)
+        flagged = Suspects.of(plan.events, self.risk)
+        where = flagged.to_route(p for c in graded.claims for p in c.supporting_context_ids)
+        if flagged.routed and answer_flagged(plan.events):
+            where.insert(0, "the answer")
         return decide(
             plan.data.answer_id,
             summary,
             risk=self.risk,
             policy=self.policy,
             source=verdict(run.outcomes),
+            suspected=Suspects.reason(", ".join(where)) if where else None,
         )
 
     def reviews(self, plan: Plan[Prepared], graded: Graded, run: JobRun) -> list[ReviewRequest]:
@@ -342,7 +361,10 @@ class AuditSpec:
             decision=decision,
             source=source,
             reason="; ".join(o.reason for o in fallbacks if o.reason) or None,
-            unaudited=graded.unaudited,
+            unaudited=sorted(
+                [*graded.unaudited, *(_withheld(a, b) for a, b in plan.data.withheld)],
+                key=lambda u: u.start,
+            ),
             alert=alert,
             events=graded.events,
             passages=list(plan.data.given),
@@ -433,6 +455,14 @@ DEFINITION: JobDefinition[AnswerInput, AuditOptionsModel, AuditResult] = JobDefi
 
 audit = sync_of(aaudit)
 audit_many = sync_of(aaudit_many)
+
+
+def _withheld(start: int, end: int) -> UnauditedSpan:
+    return UnauditedSpan(
+        start=start,
+        end=end,
+        reason="text aimed at the grader: left out of what the judge graded",
+    )
 
 
 def _prompt_version(mode: str, prompts: AuditPrompts) -> str:

@@ -14,7 +14,9 @@ reminder with the schema, and the second reply must all fit.
 Routing (every risk level): a label below the confidence threshold goes to review. At medium and
 high risk a fallback goes to review too (at low risk it is a final, marked ``unclassifiable``);
 at high risk also an answer with no label at all, and every label whose only support comes from
-passages that the same answer cites as counter-evidence for it.
+passages that the same answer cites as counter-evidence for it. At medium and high risk, a
+label whose every quote comes from passages carrying text aimed at the grader (cut from what
+the judge read, see :mod:`evidex.jobs._suspects`) goes to review.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from evidex.jobs._classify_review import REVIEW as CLASSIFY_REVIEW
 from evidex.jobs._classify_review import ClassifyAnswer, ClassifyReview, LabelGrade
 from evidex.jobs._common import RISK_HELP, RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext, Wire
+from evidex.jobs._suspects import Suspects
 from evidex.judging import Judge
 from evidex.loaders import load_classify_examples
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
@@ -365,6 +368,12 @@ class ClassifySpec:
                 for a in result.classifications
                 if contested(a)
             ]
+        flagged = Suspects.of(plan.events, batch.risk)
+        wanted += [
+            (flagged.reason(f"every passage quoted for label {a.label}"), a)
+            for a in result.classifications
+            if flagged.routed and flagged.only(e.passage_id for e in a.supporting_evidence)
+        ]
         answer_fields = set(ClassifyValue.model_fields) - {"source", "reason"}
         value = ClassifyAnswer.model_validate(
             ClassifyValue.model_validate(result.model_dump(include=answer_fields)).model_dump(

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, model_validator
 from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, MergedIsResult, Plan
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import QueryInput, RunOptions, prompt_template, sync_of
+from evidex.jobs._common import RISK_HELP, QueryInput, RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
 from evidex.jobs._rank_algos import kendall_tau_distance
 from evidex.jobs._rerank_documents import RERANK_DOCUMENTS
@@ -29,6 +29,7 @@ from evidex.jobs._rerank_grounding import Grounding, check_grounding
 from evidex.jobs._rerank_review import REVIEW as RERANK_REVIEW
 from evidex.jobs._rerank_review import GroundingCheck, RerankReview
 from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
+from evidex.jobs._suspects import Suspects
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
 from evidex.preflight import (
@@ -40,7 +41,7 @@ from evidex.preflight import (
 )
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import RankedPassage
-from evidex.types import Event, Passage, PassageLike, Source
+from evidex.types import Event, Passage, PassageLike, RiskLevel, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -79,6 +80,7 @@ class RerankOptions(TypedDict, total=False):
     window: int
     step: int
     check_grounding: bool
+    risk: RiskLevel | str
 
 
 Strategy = Literal["allpairs", "pairwise", "listwise", "pointwise"]
@@ -125,6 +127,7 @@ class RerankOptionsModel(JobOptions):
             "tier prompt on the top-k); a query they do not answer gets a review item."
         ),
     ] = False
+    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
 
     @model_validator(mode="after")
     def _window_moves(self) -> RerankOptionsModel:
@@ -240,6 +243,7 @@ class RerankSpec(MergedIsResult):
     check_grounding: bool = False
     template: PromptTemplate | None = None
     """The strategy step's prompt; None: the built-in one (:func:`template_of`)."""
+    risk: RiskLevel = RiskLevel.LOW
     job: str = "rerank"
 
     @classmethod
@@ -259,6 +263,7 @@ class RerankSpec(MergedIsResult):
             scoring=strategy == "pointwise" and scoring_judge,
             check_grounding=options.check_grounding,
             template=prompt_template("rerank", step_name, builtin, context.prompt),
+            risk=options.risk,
         )
 
     @property
@@ -279,7 +284,9 @@ class RerankSpec(MergedIsResult):
         started = time.perf_counter()
         require_text(item.query, "the query")
         items = coerce_passages(item.passages, noun="candidate")
-        deduped = prepare_passages(_retrieval_order(items), count_tokens=judge.count_tokens)
+        deduped = prepare_passages(
+            _retrieval_order(items), count_tokens=judge.count_tokens, query=item.query
+        )
         head, tail = deduped.passages[: self.top_n], deduped.passages[self.top_n :]
         events = [e for e in (judge.query_truncation(item.query), *deduped.events) if e]
         if tail:
@@ -296,6 +303,7 @@ class RerankSpec(MergedIsResult):
         return Plan(
             query=item.query,
             data=_Candidates(started, items, deduped, fitted.passages, tail),
+            risk=self.risk.value,
             events=tuple(events),
             id=item.id,
         )
@@ -380,21 +388,35 @@ class RerankSpec(MergedIsResult):
         self, plan: Plan[_Candidates], result: RerankResult, run: JobRun
     ) -> list[ReviewRequest]:
         """A ranking that fell back has its review item from the harness; with the grounding
-        check, a query whose top-k does not answer it (or was not shown to) gets one too."""
-        g = result.grounding
-        if g is None or g.answered:
-            return []
-        return [
-            run.review_request(
-                f"grounding: the top {len(g.checked)} passages do not answer the query"
-                + (" (the check fell back)" if g.source == "fallback" else ""),
-                RerankReview(
-                    query=plan.query, grounding=GroundingCheck.model_validate(g.model_dump())
-                ),
-                g.checked,
-                passages=plan.data.items,
+        check, a query whose top-k does not answer it (or was not shown to) gets one too; at
+        medium and high risk, so does a top-k holding flagged passages (never ranked on the
+        flagged text, which the judge did not read, but written to be ranked)."""
+        requests = []
+        top = [r.passage_id for r in result.top() if not r.excluded and not r.duplicate_of]
+        flagged = Suspects.of(plan.events, self.risk).to_route(top)
+        if flagged:
+            requests.append(
+                run.review_request(
+                    Suspects.reason(f"the top {self.top_k}: {', '.join(flagged)}"),
+                    RerankReview(query=plan.query, strategy=self.strategy, flag="suspected"),
+                    flagged,
+                    passages=plan.data.items,
+                )
             )
-        ]
+        g = result.grounding
+        if g is not None and not g.answered:
+            requests.append(
+                run.review_request(
+                    f"grounding: the top {len(g.checked)} passages do not answer the query"
+                    + (" (the check fell back)" if g.source == "fallback" else ""),
+                    RerankReview(
+                        query=plan.query, grounding=GroundingCheck.model_validate(g.model_dump())
+                    ),
+                    g.checked,
+                    passages=plan.data.items,
+                )
+            )
+        return requests
 
 
 # ---------------------------------------------------------------------------- entry points

@@ -31,16 +31,14 @@ from evidex.jobs._common import (
     sync_of,
 )
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._suspects import Suspects
 from evidex.jobs._tier_documents import TIER_DOCUMENTS
 from evidex.jobs._tier_review import REVIEW as TIER_REVIEW
 from evidex.jobs._tier_review import TierGrade, TierReview
 from evidex.jobs.select import SelectedContext, select_context
 from evidex.judging import Judge
 from evidex.loaders import load_examples
-from evidex.preflight import (
-    passage_of,
-    suspected,
-)
+from evidex.preflight import passage_of
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.tier import (
     DEFAULT_EXAMPLES,
@@ -254,7 +252,7 @@ class TierSpec(MergedIsResult):
         found = await staged(run, plan.query, passages, grade, CheapScoreStep())
         by_id, report = cascade_tiers(found, run, list(self.scheme.names), size)
         graded = with_duplicates(list(by_id.values()), plan.data.prepared.duplicates)
-        flagged = suspected(plan.events)
+        flagged = Suspects.of(plan.events)
         by_id = {a.passage_id: self._held(a) if a.passage_id in flagged else a for a in graded}
         ordered = [by_id[p.passage_id] for p in plan.data.items]
         return TierResult(
@@ -271,7 +269,8 @@ class TierSpec(MergedIsResult):
 
     def _held(self, a: TierAssignment) -> TierAssignment:
         """A passage carrying text aimed at the grader is never promoted into the context on
-        the strength of that text: its grade is held at the first tier outside the standard
+        the strength of that text (preflight cut it from what the judge read; what is left
+        may be written around it too): its grade is held at the first tier outside the standard
         context (the last tier when its batch fell back, so that an attack that only breaks
         the reply does not land in the context through the conservative fallback tier)."""
         names = list(self.scheme.names)
@@ -289,16 +288,14 @@ class TierSpec(MergedIsResult):
     ) -> list[ReviewRequest]:
         """At medium and high risk, a person looks at every passage suspected of addressing
         the grader; at high risk, also at sampled top-tier grades (the spec's review gate)."""
-        flagged = suspected(plan.events)
+        flagged = Suspects.of(plan.events, self.risk)
         top = self.scheme.top
         routes = []
         for a in result.classifications:
             if a.duplicate_of:
                 continue
-            if a.passage_id in flagged and self.risk is not RiskLevel.LOW:
-                routes.append(
-                    ("suspected injection: the passage carries text aimed at the grader", a)
-                )
+            if flagged.to_route([a.passage_id]):
+                routes.append((flagged.reason("the passage"), a))
             elif (
                 self.risk is RiskLevel.HIGH
                 and a.tier == top

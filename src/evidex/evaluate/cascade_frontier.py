@@ -1,0 +1,275 @@
+"""A cascade routing rule that spends the budget where the expensive judge keeps finding
+relevant passages: the *frontier* rule, and its fit out of set.
+
+Why: a band on the cheap score does not carry over to new queries. Settling the upper grades
+with the encoder loses most out of set, and a band open above sends a share of the pairs that
+differs from query set to query set (TREC DL 2019: fitted to send 50% on one half of the
+queries, it sent 29% of the other's and 54% the other way round). Queries differ in how
+many of their pairs are relevant, and the encoder's scores do not say which queries those are;
+the expensive judge's verdicts on the current queries do.
+
+The rule, over one run's queries (:func:`frontier_sent`):
+
+1. each query's passages are ordered by the cheap score, highest first;
+2. the top ``start`` share of every query goes to the expensive judge;
+3. each query's *frontier* is its last ``step`` share sent (the lowest-scored passages the
+   expensive judge has seen); its yield is the share of them the expensive judge did not put
+   in the lowest tier;
+4. the next ``step`` share of the query with the highest yield goes on, and its frontier moves
+   down; repeated until ``budget`` times the run's passages have been sent, or no frontier
+   yields anything;
+5. every passage not sent is settled in the lowest tier: the cheap stage never settles an
+   upper grade.
+
+The budget holds by construction (never more than ``budget`` of the run's passages are sent),
+so it needs no safety margin. ``start`` and ``step`` are fitted (:func:`fit_frontier`) on one
+set of queries and the figure is measured on another (:func:`frontier_out_of_set`, both ways
+round, with bootstrap intervals over the held-out queries). The rule needs every query of the
+run scored before the expensive judge's first round and one round per step; it runs here on
+recorded verdicts (a golden set's evaluation), not yet inside the tier job.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from evidex.evaluate import metrics as m
+
+__all__ = [
+    "FRONTIER_GRID",
+    "fit_frontier",
+    "frontier_out_of_set",
+    "frontier_sent",
+    "query_split",
+]
+
+Verdicts = Callable[[Mapping[str, Sequence[int]]], Mapping[str, Sequence[bool]]]
+"""The expensive judge on one round: positions sent per query → whether each is relevant
+(not in the lowest tier), in the same order."""
+
+FRONTIER_GRID: tuple[tuple[float, float], ...] = tuple(
+    (start, step) for start in (0.1, 0.2, 0.3, 0.4) for step in (0.05, 0.1)
+)
+"""The ``(start, step)`` pairs :func:`fit_frontier` tries."""
+
+
+def frontier_sent(
+    scores: Mapping[str, Sequence[float]],
+    verdicts: Verdicts,
+    *,
+    budget: float,
+    start: float,
+    step: float,
+) -> dict[str, list[int]]:
+    """The positions of each query's passages sent to the expensive judge by the frontier rule
+    (see the module docstring); every other passage is settled in the lowest tier."""
+    if not 0.0 < budget <= 1.0 or not 0.0 < start <= budget or not 0.0 < step <= 1.0:
+        raise ValueError(
+            f"need 0 < start <= budget <= 1 and 0 < step <= 1, got {budget=}, {start=}, {step=}"
+        )
+    order = {q: _ranked(s) for q, s in scores.items()}
+    cap = math.floor(budget * sum(len(s) for s in scores.values()) + 1e-9)
+    first: dict[str, list[int]] = {}
+    total = 0
+    for q, ranked in order.items():
+        k = min(max(1, math.floor(start * len(ranked) + 1e-9)), len(ranked), cap - total)
+        first[q] = ranked[:k]
+        total += k
+    sent = {q: list(v) for q, v in first.items()}
+    seen = {q: list(verdicts({q: v})[q]) if v else [] for q, v in first.items()}
+    chunk = {q: max(1, math.ceil(step * len(r))) for q, r in order.items()}
+    heap = [(-_yield(seen[q], chunk[q]), q) for q in order if len(sent[q]) < len(order[q])]
+    heapq.heapify(heap)
+    while heap and total < cap:
+        negative, q = heapq.heappop(heap)
+        if -negative <= 0.0:
+            break
+        k = len(sent[q])
+        more = order[q][k : k + min(chunk[q], cap - total)]
+        seen[q] += list(verdicts({q: more})[q])
+        sent[q] += more
+        total += len(more)
+        if len(sent[q]) < len(order[q]):
+            heapq.heappush(heap, (-_yield(seen[q], chunk[q]), q))
+    return sent
+
+
+def _ranked(scores: Sequence[float]) -> list[int]:
+    """Positions by score, highest first (ties: the earlier first)."""
+    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
+
+
+def _yield(seen: Sequence[bool], chunk: int) -> float:
+    """The share of relevant verdicts among the last ``chunk`` passages sent."""
+    last = seen[-chunk:]
+    return sum(last) / len(last) if last else 0.0
+
+
+def query_split(groups: Sequence[str], seed: int) -> tuple[set[str], set[str]]:
+    """Two seeded halves of the queries: whole queries, never pairs, go to each side."""
+    names = sorted(set(groups))
+    order = np.random.default_rng(seed).permutation(len(names)).tolist()
+    first = {names[i] for i in order[: len(names) // 2]}
+    return first, set(names) - first
+
+
+def _labels(
+    groups: Sequence[str],
+    scores: Sequence[float],
+    cheap_bottom: int,
+    expensive: Sequence[int],
+    chosen: set[str],
+    budget: float,
+    start: float,
+    step: float,
+) -> tuple[list[int], list[int], list[bool]]:
+    """Item indices of the ``chosen`` queries, each one's label by the frontier rule on them,
+    and whether it was sent."""
+    by_query: dict[str, list[int]] = {}
+    for i, g in enumerate(groups):
+        if g in chosen:
+            by_query.setdefault(g, []).append(i)
+
+    def verdicts(batch: Mapping[str, Sequence[int]]) -> dict[str, list[bool]]:
+        return {
+            q: [expensive[by_query[q][p]] != cheap_bottom for p in ps] for q, ps in batch.items()
+        }
+
+    sent = frontier_sent(
+        {q: [scores[i] for i in idx] for q, idx in by_query.items()},
+        verdicts,
+        budget=budget,
+        start=start,
+        step=step,
+    )
+    items, labels, flags = [], [], []
+    for q, idx in by_query.items():
+        went = set(sent[q])
+        for p, i in enumerate(idx):
+            items.append(i)
+            labels.append(expensive[i] if p in went else cheap_bottom)
+            flags.append(p in went)
+    return items, labels, flags
+
+
+def fit_frontier(
+    groups: Sequence[str],
+    scores: Sequence[float],
+    expensive: Sequence[int],
+    gold: Sequence[int],
+    n_labels: int,
+    *,
+    budget: float,
+    grid: Sequence[tuple[float, float]] = FRONTIER_GRID,
+) -> dict[str, Any]:
+    """``start`` and ``step`` of the best kappa against ``gold`` on these items (labels are
+    indices, 0 the most relevant, ``n_labels - 1`` the lowest tier); ties keep the first."""
+    names = [str(i) for i in range(n_labels)]
+    best: dict[str, Any] | None = None
+    for start, step in grid:
+        if start > budget:
+            continue
+        items, labels, flags = _labels(
+            groups, scores, n_labels - 1, expensive, set(groups), budget, start, step
+        )
+        kappa = m.cohen_kappa([names[gold[i]] for i in items], [names[x] for x in labels], names)
+        if best is None or kappa > best["kappa"]:
+            best = {
+                "start": start,
+                "step": step,
+                "kappa": kappa,
+                "share_sent": sum(flags) / len(flags),
+            }
+    if best is None:
+        raise ValueError(f"no (start, step) of the grid fits a budget of {budget}")
+    return best | {"budget": budget}
+
+
+def frontier_out_of_set(
+    groups: Sequence[str],
+    scores: Sequence[float],
+    expensive: Sequence[int],
+    gold: Sequence[int],
+    n_labels: int,
+    *,
+    budget: float,
+    seed: int = 0,
+    samples: int = 1000,
+) -> dict[str, Any]:
+    """Fit on one half of the queries, measure on the other, both ways round: per direction
+    the fitted ``start``/``step``, kappa of the rule and of the expensive judge alone on the
+    held-out pairs, the share sent, and 95% bootstrap intervals over the held-out queries (of
+    the kappa and of its difference to the expensive judge's); then both directions pooled."""
+    names = [str(i) for i in range(n_labels)]
+    halves = query_split(groups, seed)
+    folds: list[dict[str, Any]] = []
+    pooled: list[tuple[str, int, int, bool]] = []
+    for fit_on, report_on in (halves, halves[::-1]):
+        fit_idx = [i for i, g in enumerate(groups) if g in fit_on]
+        fitted = fit_frontier(
+            [groups[i] for i in fit_idx],
+            [scores[i] for i in fit_idx],
+            [expensive[i] for i in fit_idx],
+            [gold[i] for i in fit_idx],
+            n_labels,
+            budget=budget,
+        )
+        items, labels, flags = _labels(
+            groups,
+            scores,
+            n_labels - 1,
+            expensive,
+            report_on,
+            budget,
+            fitted["start"],
+            fitted["step"],
+        )
+        rows = [(groups[i], lab, i, f) for i, lab, f in zip(items, labels, flags, strict=True)]
+        pooled += rows
+        folds.append(
+            {
+                "fit_queries": sorted(fit_on),
+                "measured_queries": sorted(report_on),
+                "start": fitted["start"],
+                "step": fitted["step"],
+                **_measure(rows, gold, expensive, names, seed, samples),
+            }
+        )
+    return {"folds": folds, "pooled": _measure(pooled, gold, expensive, names, seed, samples)}
+
+
+def _measure(
+    rows: Sequence[tuple[str, int, int, bool]],
+    gold: Sequence[int],
+    expensive: Sequence[int],
+    names: Sequence[str],
+    seed: int,
+    samples: int,
+) -> dict[str, Any]:
+    by_query: dict[str, list[tuple[str, int, int, bool]]] = {}
+    for row in rows:
+        by_query.setdefault(row[0], []).append(row)
+    units = list(by_query.values())
+
+    def kappa(picked: Sequence[list[tuple[str, int, int, bool]]], alone: bool = False) -> float:
+        flat = [r for unit in picked for r in unit]
+        pred = [names[expensive[r[2]] if alone else r[1]] for r in flat]
+        return m.cohen_kappa([names[gold[r[2]]] for r in flat], pred, list(names))
+
+    k = m.bootstrap_ci(units, kappa, samples=samples, seed=seed)
+    d = m.bootstrap_ci(units, lambda u: kappa(u) - kappa(u, True), samples=samples, seed=seed)
+    return {
+        "kappa": k.value,
+        "kappa_interval": (k.low, k.high),
+        "kappa_expensive": kappa(units, True),
+        "kappa_minus_expensive": d.value,
+        "kappa_minus_expensive_interval": (d.low, d.high),
+        "share_sent": sum(r[3] for r in rows) / len(rows),
+        "queries": len(units),
+        "items": len(rows),
+    }
