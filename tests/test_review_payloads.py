@@ -231,7 +231,7 @@ def test_old_items_still_open_and_export(tmp_path: Path) -> None:
     (tier,) = export_reviews(resolved, "tier").records
     assert (tier.query, tier.passage_id, tier.tier) == ("what does aspirin do?", "p1", "irrelevant")
     audit = export_reviews(resolved, "audit")
-    assert audit.records == [] and "no answer text" in audit.skipped[0][1]
+    assert audit.records == [] and "has no answer" in audit.skipped[0][1]
     store.close()
 
 

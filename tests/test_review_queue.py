@@ -215,8 +215,15 @@ CASES: list[tuple[str, dict[str, Any], list[str], list[str], list[str]]] = [
         "tier",
         {"query": "q"},
         ["p1", "p2"],
-        ["irrelevant", "Accept", "reject", '{"p1": "directly-supporting"}'],
-        ["banana", "<script>", '{"p9": "irrelevant"}', '{"p1": "banana"}', "[]"],
+        ["irrelevant", "Accept", "reject", '{"p1": "directly-supporting", "p2": "irrelevant"}'],
+        [
+            "banana",
+            "<script>",
+            '{"p9": "irrelevant"}',
+            '{"p1": "banana"}',
+            "[]",
+            '{"p1": "irrelevant"}',
+        ],
     ),
     (
         "tier",
@@ -236,8 +243,24 @@ CASES: list[tuple[str, dict[str, Any], list[str], list[str], list[str]]] = [
         "audit",
         {"question": "q", "claims": [{"claim_id": "c1"}, {"claim_id": "c2"}]},
         [],
-        ["contradicted", "fully_supported", "block", "publish", "accept", '{"c1": "inferred"}'],
-        ["banana", "supported", '{"c9": "inferred"}', '{"c1": "block"}'],
+        [
+            "contradicted",
+            "fully_supported",
+            "accept",
+            "reject",
+            '{"c1": "inferred", "c2": "unsupported"}',
+            '{"verdict": "block", "claims": {"c1": "inferred", "c2": "contradicted"}}',
+        ],
+        [
+            "banana",
+            "supported",
+            '{"c9": "inferred"}',
+            '{"c1": "block"}',
+            '{"c1": "inferred"}',  # c2 left out
+            "publish",  # a verdict without the claims' statuses
+            "review",  # where the answer already is
+            '{"verdict": "publish", "claims": {"c1": "inferred"}}',
+        ],
     ),
     (
         "rerank",

@@ -333,7 +333,7 @@ def test_per_job_controls_compose_the_stored_decision(client: TestClient, store:
     post = {
         rerank: {"verdict": "ranking", "rank_p0": "3", "rank_p1": "1", "rank_p2": "2"},
         classify: {"verdict": "labels", "label": ["refund", "shipping"]},
-        audit: {"verdict": "claims", "claim_0": "fully_supported", "claim_1": "contradicted"},
+        audit: {"verdict": "publish", "claim_0": "fully_supported", "claim_1": "contradicted"},
     }
     for item, data in post.items():
         done = client.post(
@@ -343,8 +343,8 @@ def test_per_job_controls_compose_the_stored_decision(client: TestClient, store:
     assert json.loads(store.get_review(rerank)["decision"]) == ["b", "c", "a"]
     assert json.loads(store.get_review(classify)["decision"]) == ["refund", "shipping"]
     assert json.loads(store.get_review(audit)["decision"]) == {
-        "claim-1": "fully_supported",
-        "claim-2": "contradicted",
+        "verdict": "publish",
+        "claims": {"claim-1": "fully_supported", "claim-2": "contradicted"},
     }
 
 

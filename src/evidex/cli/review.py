@@ -177,8 +177,10 @@ def resolve_command(
             metavar="TEXT",
             help=(
                 "The reviewer's verdict, one the item's job allows: a tier (or a JSON object of "
-                "passage id to tier), a label (or a JSON array), a claim status or publish/"
-                "review/block, a ranking (passage ids, best first), or accept/reject."
+                "passage id to tier), a label (or a JSON array), a claim status (or a JSON "
+                'object naming every claim), {"verdict": "publish" or "block", "claims": '
+                "{claim id: status}} for an answer audit, a ranking (passage ids, best first), "
+                "or accept/reject."
             ),
         ),
     ],

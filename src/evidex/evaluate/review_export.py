@@ -11,14 +11,14 @@ the job's review payload model's (``JobDefinition.review``, :mod:`evidex.jobs._r
   :class:`RerankGolden` whose grades are the ranking's positions;
 - **classify**: a label, a JSON array of labels or ``accept`` of the judge's →
   one :class:`ClassifyGolden`;
-- **audit**: a status for every claim, a JSON object of claim id → status or ``accept`` of the
-  judge's grades → one :class:`AuditGolden` with the answer and its claims.
+- **audit**: a verdict (publish or block) with a status for every claim, a status for every
+  claim, a JSON object of claim id → status or ``accept`` of the judge's grades → one
+  :class:`AuditGolden` with the answer and its claims.
 
-``reject`` says only what the grade is not, and an answer decision (publish / review / block)
-nothing of its claims: they give no label. Rows need the passage texts: taken from the item's
-payload when the job put them there, else from ``texts`` (passage id → text, e.g. the corpus
-the run was made from). Items that cannot be turned into a label are returned as skipped, each
-with its reason: nothing is dropped silently.
+``reject`` says only what the grade is not: it gives no label. Rows need the passage texts:
+taken from the item's payload when the job put them there, else from ``texts`` (passage id →
+text, e.g. the corpus the run was made from). Items that cannot be turned into a label are
+returned as skipped, each with its reason: nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidex.errors import InputError
-from evidex.jobs import ExportContext, review_kind
+from evidex.errors import ConfigError, InputError
+from evidex.jobs import ExportContext, definition, review_kind
 from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = [
@@ -56,7 +56,11 @@ def export_reviews(
     """Golden records of ``job`` from its resolved review items (others are ignored).
     ``scheme``: the tiers a tier decision is checked against (default: the item's own)."""
     kind = review_kind(job)
-    context = ExportContext(texts=dict(texts or {}), scheme=scheme)
+    evaluation = definition(job).evaluation
+    if evaluation is None or not evaluation.from_reviews:
+        raise ConfigError(f"the {job} job's review decisions are not exported as golden records")
+    row = evaluation.golden_type()
+    context = ExportContext(row=row, texts=dict(texts or {}), scheme=scheme)
     result = ExportResult()
     for item in items:
         if item.get("job") != job or item.get("status") != "resolved":

@@ -1,11 +1,15 @@
 """The audit job's review payload: the question, the answer text and its claims with the
 judge's grade of each, the decision the policy took, and what a reviewer may decide.
 
-Decisions: a claim status for every claim, a JSON object ``{"claim_id": "status"}``, an answer
-decision (``publish``/``review``/``block``), ``accept`` (the judge's grades) or ``reject``.
-Claim statuses become an :class:`~evidex.evaluate.golden.AuditGolden` row (a ``contradicted``
-claim is an ``unsupported`` one in the golden classes, as the audit spec grades it); an answer
-decision or ``reject`` says nothing of the claims, so it gives none.
+Decisions: the reviewer's verdict on the answer with a status for every claim,
+``{"verdict": "publish" | "block", "claims": {"claim_id": "status", ...}}`` (what the review
+page records; a bare ``publish`` or ``block`` only for an answer without claims), or ``reject``
+(the judge's output is unusable). The API also takes claim statuses alone: one status for every
+claim, a JSON object naming a status for *every* claim, or ``accept`` (the judge's grades). A
+decision that leaves a claim without a status is refused. Claim statuses become an
+:class:`~evidex.evaluate.golden.AuditGolden` row (a ``contradicted`` claim is an
+``unsupported`` one in the golden classes, as the audit spec grades it); ``reject`` says
+nothing of the claims, so it gives none.
 
 Items written before this model kept the question under ``query``, no answer text, and (for a
 fallback) the claims without a grade beside the fallback's graded ones; the validator reads
@@ -29,13 +33,18 @@ from evidex.jobs._review import (
     ReviewKind,
     ReviewPayload,
     _Lenient,
+    missing_choice,
     per_item,
+    short,
 )
 from evidex.store import AUDIT_STATUSES
 
 __all__ = ["ANSWER_DECISIONS", "REVIEW", "AuditReview", "ClaimGrade"]
 
 ANSWER_DECISIONS = ("publish", "review", "block")
+REVIEWER_VERDICTS = ("publish", "block")
+"""What a reviewer decides of the answer (``review`` is where it already is), besides
+``reject``."""
 
 
 class ClaimGrade(_Lenient):
@@ -77,6 +86,7 @@ class AuditReview(ReviewPayload):
     decision: dict[str, Any] | None = None
     segment: list[int] | None = None
     job_word: ClassVar[str] = "audit"
+    subject: ClassVar[str] = "answer"
 
     @model_validator(mode="before")
     @classmethod
@@ -125,25 +135,64 @@ class AuditReview(ReviewPayload):
         return [c.claim_id for c in self.claims if c.claim_id]
 
     def allowed(self, passage_ids: Sequence[str]) -> str:
-        words = (*AUDIT_STATUSES, *ANSWER_DECISIONS, *VERDICTS)
-        return f"allowed: {', '.join(words)}, or a JSON object mapping claim ids to statuses"
+        verdicts = "/".join(REVIEWER_VERDICTS)
+        return (
+            f'allowed: {{"verdict": "{verdicts}", "claims": {{claim id: status}}}} naming every '
+            f"claim ({short(self.claim_ids) or 'none'}), reject, accept, one status for every "
+            f"claim ({', '.join(AUDIT_STATUSES)}), or a JSON object mapping every claim id to "
+            "a status"
+            + (f", or a bare {verdicts} (the answer has no claims)" if not self.claim_ids else "")
+        )
 
     def check(self, value: str, passage_ids: Sequence[str]) -> str:
-        if value.lower() in (*VERDICTS, *AUDIT_STATUSES, *ANSWER_DECISIONS):
-            return value.lower()
+        word = value.lower()
+        if word in REVIEWER_VERDICTS and self.claim_ids:
+            raise InputError(
+                f"a {word} decision names a status for every claim; {self.allowed(passage_ids)}"
+            )
+        if word in (*VERDICTS, *AUDIT_STATUSES, *REVIEWER_VERDICTS):
+            return word
         if value.startswith("{"):
             mapping = self.parse_json(value, dict, passage_ids)
+            if set(mapping) == {"verdict", "claims"}:
+                return self._check_verdict(mapping, value, passage_ids)
             words = ("claim", "claim statuses", "statuses")
             return per_item(mapping, self.claim_ids, AUDIT_STATUSES, words)
         raise self.not_allowed(value, passage_ids)
 
-    def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
-        if verdict != "claims":
+    def _check_verdict(self, mapping: dict[str, Any], value: str, ids: Sequence[str]) -> str:
+        verdict, claims = str(mapping["verdict"]).lower(), mapping["claims"]
+        if verdict not in REVIEWER_VERDICTS or not isinstance(claims, dict):
+            raise self.not_allowed(value, ids)
+        if not self.claim_ids and not claims:
             return verdict
+        words = ("claim", "claim statuses", "statuses")
+        statuses = json.loads(per_item(claims, self.claim_ids, AUDIT_STATUSES, words))
+        decided = {"verdict": verdict, "claims": statuses}
+        return json.dumps(decided, ensure_ascii=False, sort_keys=True)
+
+    def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        """``reject``, or the verdict (publish or block) with the status chosen for every
+        claim; a verdict or a claim status left unchosen is refused, naming it."""
+        if not verdict:
+            raise missing_choice("the verdict", ", ".join((*REVIEWER_VERDICTS, "reject")))
+        if verdict not in REVIEWER_VERDICTS:
+            return verdict
+        lacking = [
+            f"claim {i + 1} ({c.claim_text[:40]!r})"
+            for i, c in enumerate(self.claims)
+            if c.claim_id and not form.get(f"claim_{i}").strip()
+        ]
+        if lacking:
+            raise missing_choice(f"the status of {short(lacking, 4)}", ", ".join(AUDIT_STATUSES))
         mapping = {
-            c.claim_id: form.get(f"claim_{i}") for i, c in enumerate(self.claims) if c.claim_id
+            c.claim_id: form.get(f"claim_{i}").strip()
+            for i, c in enumerate(self.claims)
+            if c.claim_id
         }
-        return json.dumps(mapping, ensure_ascii=False)
+        if not mapping:
+            return verdict
+        return json.dumps({"verdict": verdict, "claims": mapping}, ensure_ascii=False)
 
     # ------------------------------------------------------------------ golden labels
 
@@ -155,30 +204,29 @@ class AuditReview(ReviewPayload):
         if decision.lower() in AUDIT_STATUSES:
             return dict.fromkeys(self.claim_ids, decision.lower())
         if decision.startswith("{"):
-            return {str(k): str(v) for k, v in json.loads(decision).items()}
+            parsed = json.loads(decision)
+            if set(parsed) == {"verdict", "claims"} and isinstance(parsed["claims"], dict):
+                parsed = parsed["claims"]
+            return {str(k): str(v) for k, v in parsed.items()}
         return {}
 
     def golden(
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
-        from evidex.evaluate.golden import AuditClaim, AuditGolden
-
-        if not self.answer:
-            raise InputError("the item has no answer text (an item of before the answer was kept)")
         statuses = self.decided(decision)
         if not statuses:
             raise InputError(f"{decision!r} gives no claim a status, so no gold claims")
         claims = [
-            AuditClaim(
-                claim_text=c.claim_text,
-                classification=_golden_class(statuses[c.claim_id]),
-                supporting_context_ids=list(c.supporting_context_ids),
-            )
+            {
+                "claim_text": c.claim_text,
+                "classification": _golden_class(statuses[c.claim_id]),
+                "supporting_context_ids": list(c.supporting_context_ids),
+            }
             for c in self.claims
             if c.claim_id in statuses and c.claim_text
         ]
         passages, missing = self.shown_passages(passage_ids, context)
-        record = AuditGolden(
+        record = context.row(
             id=f"review-{item_id}",
             answer=self.answer,
             passages=passages,

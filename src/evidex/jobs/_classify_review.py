@@ -24,6 +24,7 @@ from evidex.jobs._review import (
     ReviewKind,
     ReviewPayload,
     _Lenient,
+    missing_choice,
     short,
 )
 
@@ -68,6 +69,7 @@ class ClassifyReview(ReviewPayload):
     result: ClassifyAnswer | None = None
     fallback: ClassifyAnswer | None = None
     job_word: ClassVar[str] = "classify"
+    subject: ClassVar[str] = "input"
 
     @model_validator(mode="before")
     @classmethod
@@ -144,12 +146,28 @@ class ClassifyReview(ReviewPayload):
         raise self.not_allowed(value, passage_ids)
 
     def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        """The label(s) ticked, ``accept``, ``unclassifiable`` or ``reject``; a ticked label
+        is a choice of labels. Refused: no choice, no label ticked for a label verdict,
+        ``accept`` where the judge gave no label."""
+        chosen = [c for c in form.all("label") if c]
+        if not verdict and chosen:
+            verdict = "labels"
+        if not verdict:
+            raise missing_choice(
+                "the label", "tick a label, or choose accept, unclassifiable or reject"
+            )
+        if verdict == "accept" and not self.judge_grades:
+            raise InputError(
+                "this item has no judge label to confirm (the judge gave none, or its replies "
+                "never validated); choose the label yourself"
+            )
         if verdict != "labels":
             return verdict
-        chosen = form.all("label")
+        if not chosen:
+            raise missing_choice("a label", "tick one or more of the taxonomy's labels")
         if len(chosen) == 1:
             return chosen[0]
-        return json.dumps(chosen, ensure_ascii=False) if chosen else ""
+        return json.dumps(chosen, ensure_ascii=False)
 
     # ------------------------------------------------------------------ golden labels
 
@@ -166,10 +184,6 @@ class ClassifyReview(ReviewPayload):
     def golden(
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
-        from evidex.evaluate.golden import ClassifyGolden
-
-        if not self.input.strip():
-            raise InputError("the item's payload has no input")
         labels = self.decided(decision)
         if not labels:
             raise InputError(f"{decision!r} names no label of the taxonomy, so no gold label")
@@ -177,7 +191,7 @@ class ClassifyReview(ReviewPayload):
         rationale = []
         if decision.lower() == "accept":
             rationale = [e.passage_id for g in self.judge_grades for e in g.supporting_evidence]
-        record = ClassifyGolden(
+        record = context.row(
             id=f"review-{item_id}",
             input=self.input,
             passages=passages,

@@ -12,7 +12,6 @@ fallback's order is retrieval order, not a judgment.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from typing import ClassVar
 
@@ -27,6 +26,7 @@ from evidex.jobs._review import (
     ReviewKind,
     ReviewPayload,
     _Lenient,
+    missing_choice,
     short,
 )
 
@@ -134,17 +134,42 @@ class RerankReview(ReviewPayload):
         return json.dumps(ranking, ensure_ascii=False)
 
     def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        """``accept``, ``reject``, or the ranking the reviewer typed: every passage its own
+        rank from 1 to n. Nothing stands in for a rank left out (retrieval order is no
+        decision), so a missing, out-of-range or repeated rank is refused, naming the passage."""
+        typed = any(form.get(f"rank_p{i}").strip() for i in range(len(passage_ids)))
+        if not verdict and typed:
+            verdict = "ranking"
+        if not verdict:
+            raise missing_choice("the ranking", "rank every passage, accept the judge's, or reject")
+        if verdict == "accept" and not self.judged_order:
+            raise InputError(
+                "this item has no judge ranking to confirm (its order is retrieval order, kept "
+                "by a fallback); rank the passages yourself or reject"
+            )
         if verdict != "ranking":
             return verdict
-
-        def rank(i: int) -> float:
+        n = len(passage_ids)
+        ranks: dict[str, int] = {}
+        for i, pid in enumerate(passage_ids):
             try:
-                return float(form.get(f"rank_p{i}"))
+                ranks[pid] = int(form.get(f"rank_p{i}").strip())
             except ValueError:
-                return math.inf
-
-        order = sorted(range(len(passage_ids)), key=lambda i: (rank(i), i))
-        return json.dumps([passage_ids[i] for i in order], ensure_ascii=False)
+                continue
+        lacking = [pid for pid in passage_ids if not 1 <= ranks.get(pid, 0) <= n]
+        if lacking:
+            raise missing_choice(f"the rank of {short(lacking)}", f"a number from 1 to {n}")
+        taken: dict[int, list[str]] = {}
+        for pid, r in ranks.items():
+            taken.setdefault(r, []).append(pid)
+        shared = {r: pids for r, pids in sorted(taken.items()) if len(pids) > 1}
+        if shared:
+            r, pids = next(iter(shared.items()))
+            raise InputError(
+                f"rank {r} is given to {short(pids)}: give each passage its own rank from 1 "
+                f"to {n}; nothing was recorded"
+            )
+        return json.dumps(sorted(passage_ids, key=lambda pid: ranks[pid]), ensure_ascii=False)
 
     # ------------------------------------------------------------------ golden labels
 
@@ -162,16 +187,12 @@ class RerankReview(ReviewPayload):
     def golden(
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
-        from evidex.evaluate.golden import RerankGolden
-
-        if not self.query.strip():
-            raise InputError("the item's payload has no query")
         order = self.ranking(decision)
         candidates, missing = self.shown_passages(passage_ids, context)
         if not candidates:
             raise InputError("no candidate text in the item; pass the corpus")
         grades = {pid: len(order) - i for i, pid in enumerate(order)}
-        record = RerankGolden(query=self.query, candidates=candidates, grades=grades)
+        record = context.row(query=self.query, candidates=candidates, grades=grades)
         return [record], missing
 
 

@@ -86,9 +86,12 @@ class PassageGrade:
 
 @dataclass(frozen=True)
 class ExportContext:
-    """What a golden conversion may need besides the item: passage texts for items that do not
-    carry them, and the tier scheme the caller names (else the item's own)."""
+    """What a golden conversion may need besides the item: the job's golden row type (its
+    evaluation's, so the review side never names the evaluator's models itself), passage texts
+    for items that do not carry them, and the tier scheme the caller names (else the item's
+    own)."""
 
+    row: type[BaseModel]
     texts: Mapping[str, str]
     scheme: TierScheme | None = None
 
@@ -171,7 +174,11 @@ class ReviewPayload(_Lenient):
         raise self.not_allowed(value, passage_ids)
 
     def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
-        """The decision the item page's controls stand for (a typed one wins before this)."""
+        """The decision the item page's controls stand for (a typed one wins before this), or
+        :class:`InputError` naming the control left unchosen: nothing is chosen for the
+        reviewer, so a missing choice is refused, never filled in."""
+        if not verdict:
+            raise missing_choice("the verdict", self.decision_words)
         return verdict
 
     # ------------------------------------------------------------------ golden labels
@@ -198,6 +205,9 @@ class ReviewPayload(_Lenient):
         )
 
     job_word: ClassVar[str] = "this"
+    subject: ClassVar[str] = "query"
+    """The field a golden record cannot do without (the query; classify's input; audit's
+    answer): an item without it gives no record."""
 
     def parse_json(self, value: str, kind: type, passage_ids: Sequence[str]) -> Any:
         try:
@@ -214,20 +224,33 @@ class ReviewPayload(_Lenient):
 def per_item(
     mapping: dict[Any, Any], ids: Sequence[str], allowed: Sequence[str], words: tuple[str, str, str]
 ) -> str:
-    """A decision per passage or claim: every key one of ``ids``, every value ``allowed``.
-    ``words``: what is keyed, what the values are, and how an unknown value is called."""
+    """A decision per passage or claim: every key one of ``ids``, every value ``allowed``, and
+    every one of ``ids`` given a value (a decision with one left out is refused, not read as
+    "the rest as the judge said"). ``words``: what is keyed, what the values are, and how an
+    unknown value is called."""
     what, values, unknown = words
     known = set(ids)
     bad_ids = sorted(str(k) for k in mapping if str(k) not in known)
-    bad = sorted({str(v) for v in mapping.values() if v not in allowed})
-    if bad_ids or bad or not mapping:
+    bad = sorted({str(v) for v in mapping.values() if v not in allowed and v not in ("", None)})
+    unset = [i for i in ids if mapping.get(i) in ("", None)]
+    if bad_ids or bad or unset or not mapping:
         raise InputError(
             f"a per-{what} decision maps this item's {what} ids ({short(sorted(known))}) to "
             f"{values} ({', '.join(allowed)}); "
+            + (f"nothing given for: {short(unset)}; " if unset else "")
             + (f"unknown {what} ids: {short(bad_ids)}; " if bad_ids else "")
             + (f"unknown {unknown}: {short(bad)}" if bad else "")
         )
     return json.dumps(mapping, ensure_ascii=False, sort_keys=True)
+
+
+def missing_choice(field: str, allowed: str = "") -> InputError:
+    """The refusal of a form with ``field`` left unchosen, naming it (and what it takes)."""
+    return InputError(
+        f"choose {field} before resolving"
+        + (f" ({allowed})" if allowed else "")
+        + "; nothing was recorded"
+    )
 
 
 def short(values: Sequence[str], limit: int = 10) -> str:
@@ -281,6 +304,8 @@ class ReviewKind:
         self, item: Mapping[str, Any], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
         payload = self.read(item.get("payload"))
+        if not str(getattr(payload, payload.subject, "") or "").strip():
+            raise InputError(f"the item's payload has no {payload.subject}")
         decision = str(item.get("decision") or "").strip()
         return payload.golden(int(item["id"]), decision, _ids(item), context)
 

@@ -99,13 +99,11 @@ class SufficiencyReview(ReviewPayload):
     def golden(
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
-        if not self.query.strip():
-            raise InputError("the item's payload has no query")
         verdict = self.decided(decision)
         if verdict is None:
             raise InputError(f"{decision!r} names no verdict, so no gold label")
         passages, missing = self.shown_passages(passage_ids, context)
-        record = SufficiencyGolden(
+        record = context.row(
             id=f"review-{item_id}", query=self.query, passages=passages, sufficient=verdict
         )
         return [record], missing

@@ -25,8 +25,10 @@ from evidex.jobs._review import (
     ReviewKind,
     ReviewPayload,
     _Lenient,
+    missing_choice,
     per_item,
     scheme_of,
+    short,
 )
 from evidex.types import DEFAULT_TIERS
 
@@ -106,14 +108,29 @@ class TierReview(ReviewPayload):
         raise self.not_allowed(value, passage_ids)
 
     def from_form(self, verdict: str, form: FormFields, passage_ids: Sequence[str]) -> str:
+        """The verdict (a tier for every passage, ``accept``, ``reject``), or a tier per
+        passage where one is chosen (the rest take the verdict's tier). Refused: no choice, a
+        passage left without a tier, ``accept`` where the judge gave no grade."""
         chosen = {
             pid: form.get(f"tier_p{i}")
             for i, pid in enumerate(passage_ids)
             if form.get(f"tier_p{i}")
         }
+        if verdict == "accept" and self.judged is None:
+            raise InputError(
+                "this item has no judge grade to confirm (the judge's replies never "
+                "validated); choose the tier yourself"
+            )
         if not chosen:
+            if not verdict:
+                raise missing_choice("the tier", ", ".join((*self.names, "reject")))
             return verdict
         base = verdict if verdict in self.names else None
+        lacking = [pid for pid in passage_ids if not chosen.get(pid) and base is None]
+        if lacking:
+            raise missing_choice(
+                f"the tier of {short(lacking)}", "or one tier above for every passage"
+            )
         return json.dumps({pid: chosen.get(pid) or base for pid in passage_ids}, ensure_ascii=False)
 
     # ------------------------------------------------------------------ golden labels
@@ -147,11 +164,7 @@ class TierReview(ReviewPayload):
     def golden(
         self, item_id: int, decision: str, passage_ids: Sequence[str], context: ExportContext
     ) -> tuple[list[BaseModel], list[str]]:
-        from evidex.evaluate.golden import TierGolden
-
         query = self.query.strip()
-        if not query:
-            raise InputError("the item's payload has no query")
         names = (context.scheme or scheme_of(self.tiers)).names
         known = self.passage_texts()
         if self.assignment is not None and self.assignment.text:
@@ -163,7 +176,7 @@ class TierReview(ReviewPayload):
             if not text:
                 missing.append(pid)
                 continue
-            records.append(TierGolden(query=query, passage_id=pid, text=text, tier=tier))
+            records.append(context.row(query=query, passage_id=pid, text=text, tier=tier))
         return records, [f"no text for passage {p!r}; pass the corpus" for p in missing]
 
     def pairs(self, decision: str, passage_ids: Sequence[str]) -> tuple[list[Pair], list[str]]:

@@ -26,6 +26,7 @@ __all__ = [
     "attempts_of",
     "decision_from_form",
     "filter_queue",
+    "format_age",
     "highlight",
     "item_view",
     "reason_kind",
@@ -61,6 +62,15 @@ def _age(created: datetime | None, now: datetime) -> str:
     return next(name for name, limit in AGES if seconds < limit)
 
 
+def format_age(seconds: float) -> str:
+    """An item's age as a person reads it, rounded down to its largest whole unit: ``"4 min"``,
+    ``"2 h"``, ``"3 d"``; under a minute (or a clock a little behind) ``"<1 min"``."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return "<1 min"
+
+
 @dataclass
 class QueueView:
     rows: list[dict[str, Any]]
@@ -91,7 +101,16 @@ def filter_queue(
             "prompt": prov.get("prompt_version") or "unknown",
             "age": _age(summary.get("created_at"), now),
         }
-        rows.append({**summary, "facet": values, **{f"{k}_value": v for k, v in values.items()}})
+        created = summary.get("created_at")
+        age = format_age((now - created).total_seconds()) if created else ""
+        rows.append(
+            {
+                **summary,
+                "facet": values,
+                "age_text": age,
+                **{f"{k}_value": v for k, v in values.items()},
+            }
+        )
     chosen = {k: v for k, v in filters.items() if k in FACETS and v}
     facets: dict[str, list[tuple[str, int]]] = {}
     for name in FACETS:

@@ -223,12 +223,15 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
         who = await caller(request)
         filters = filters_of(request.query_params)
         view = await queue_of(filters)
+        today = _now().replace(hour=0, minute=0, second=0, microsecond=0)
+        done = await asyncio.to_thread(store.resolved_by_reviewer, today)
         return render(
             request,
             "queue.html",
             who=who,
             title="Review queue",
             view=view,
+            resolved_today=sorted(done.items(), key=lambda kv: (-kv[1], kv[0])),
             filters=filters,
             link_filters={k: v for k, v in filters.items() if k != "status"},
             facets=FACETS,
@@ -322,9 +325,9 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
         except InputError as exc:
             raise _PageError(404, str(exc)) from exc
         view = item_view(item)
-        decision = decision_from_form(item, view, form)
         note = form.get("note").strip() or None
         try:
+            decision = decision_from_form(item, view, form)
             await asyncio.to_thread(
                 store.resolve_review, item_id, decision=decision, note=note, reviewer=who.name
             )

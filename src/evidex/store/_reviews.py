@@ -155,6 +155,16 @@ class ReviewQueue:
             query = query.where(q.c.job == job)
         return [_review_row(r) for r in self._read(query)]
 
+    def resolved_by_reviewer(self, since: datetime) -> dict[str, int]:
+        """How many items each reviewer resolved at or after ``since`` (one grouped count); a
+        decision recorded without a name counts under ``""``."""
+        query = (
+            sa.select(q.c.reviewer, sa.func.count().label("n"))
+            .where(q.c.status == "resolved", q.c.resolved_at >= since)
+            .group_by(q.c.reviewer)
+        )
+        return {str(r["reviewer"] or ""): int(r["n"]) for r in self._read(query)}
+
     def run_provenance(self, run_ids: Iterable[str]) -> dict[str, dict[str, str]]:
         """Who judged each run: ``judge_id``, ``model_version`` and ``prompt_version`` of its
         last judged exchange in the audit log (a row that names a prompt version). A run that
