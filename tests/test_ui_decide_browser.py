@@ -218,7 +218,7 @@ def test_every_page_fits_the_screen(
         assert fits["scroll"] <= fits["width"], f"{where}: the page scrolls sideways: {fits}"
         assert fits["body"] <= fits["width"], f"{where}: the body overflows: {fits}"
         assert fits["over"] == [], f"{where}: controls off the screen: {fits['over']}"
-        if path.startswith("/ui/item/"):
+        if path.startswith("/ui/item/") and not path.endswith("/999999"):
             resolve = page.locator("form.decision button[type=submit]")
             resolve.scroll_into_view_if_needed()
             box = resolve.bounding_box()
