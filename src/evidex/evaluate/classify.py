@@ -30,8 +30,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
@@ -45,7 +43,7 @@ from evidex.evaluate.datasets import (
 )
 from evidex.evaluate.golden import ClassifyGolden, load_golden
 from evidex.evaluate.layouts import Layout
-from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value, worst_section
+from evidex.evaluate.plots import agreement_sections, excerpt, fmt_interval, fmt_value
 from evidex.evaluate.registry import EvalOptions
 from evidex.jobs.classify import ClassifyResult, aclassify
 from evidex.tasks.classify import CLASSIFY_TEMPLATE
@@ -282,24 +280,13 @@ class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
             f"{q['verbatim']} of {q['total']} (judge calls made by this run; cached answers "
             f"add none). Fallbacks: {report['fallbacks']}. Sources: "
             f"{', '.join(f'{k} {v}' for k, v in report['sources'].items())}.",
-            "",
-            "## Per-label agreement",
-            "",
-            "| label | golden | recall | precision | F1 |",
-            "|---|---:|---:|---:|---:|",
         ]
-        for label, v in report["per_label"].items():
-            lines.append(
-                f"| {label} | {v['support']} | {fmt_value(v['recall'])} | "
-                f"{fmt_value(v['precision'])} | {fmt_value(v['f1'])} |"
-            )
-        matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
-        lines += ["", "## Confusion matrix", ""]
-        lines += confusion_section(
-            matrix, report["confusion"]["labels"], out_dir, "classify: golden vs judge"
-        )
-        lines += worst_section(
-            report["worst"], "None: the judge agrees with every golden label set.", _worst_line
+        lines += agreement_sections(
+            report,
+            out_dir,
+            "classify: golden vs judge",
+            "None: the judge agrees with every golden label set.",
+            _worst_line,
         )
         return "\n".join(lines)
 

@@ -143,6 +143,28 @@ def fmt_counts(counts: Mapping[str, int]) -> str:
     return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
 
 
+def agreement_sections(
+    report: Mapping[str, Any],
+    out_dir: Path,
+    title: str,
+    none: str,
+    line: Callable[[Mapping[str, Any]], str],
+) -> list[str]:
+    """The tail every labelled report shares: per-label recall, precision and F1, the
+    confusion matrix (``title`` heads its picture), then the worst disagreements."""
+    lines = ["", "## Per-label agreement", "", "| label | golden | recall | precision | F1 |"]
+    lines.append("|---|---:|---:|---:|---:|")
+    for label, v in report["per_label"].items():
+        lines.append(
+            f"| {label} | {v['support']} | {fmt_value(v['recall'])} | "
+            f"{fmt_value(v['precision'])} | {fmt_value(v['f1'])} |"
+        )
+    matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
+    lines += ["", "## Confusion matrix", ""]
+    lines += confusion_section(matrix, report["confusion"]["labels"], out_dir, title)
+    return lines + worst_section(report["worst"], none, line)
+
+
 def worst_section(
     worst: Sequence[Mapping[str, Any]], none: str, line: Callable[[Mapping[str, Any]], str]
 ) -> list[str]:

@@ -42,15 +42,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
 from evidex.evaluate._util import prf_dict, provenance, source_counts
 from evidex.evaluate.golden import SufficiencyGolden, load_golden
 from evidex.evaluate.layouts import Layout
-from evidex.evaluate.plots import confusion_section, excerpt, fmt_interval, fmt_value, worst_section
+from evidex.evaluate.plots import agreement_sections, excerpt, fmt_interval, fmt_value
 from evidex.evaluate.registry import EvalOptions
 from evidex.jobs.sufficiency import SufficiencyPolicy, asufficiency, decide
 from evidex.tasks.sufficiency import SUFFICIENCY_TEMPLATE, SufficiencyValue
@@ -265,20 +263,12 @@ class SufficiencyEvaluator(GoldenEvaluator[SufficiencyGolden]):
             lines.append(
                 f"| {label} | " + " | ".join(str(counts.get(d, 0)) for d in DECISIONS) + " |"
             )
-        lines += ["", "## Per-label agreement", "", "| label | golden | recall | precision | F1 |"]
-        lines.append("|---|---:|---:|---:|---:|")
-        for label, v in report["per_label"].items():
-            lines.append(
-                f"| {label} | {v['support']} | {fmt_value(v['recall'])} | "
-                f"{fmt_value(v['precision'])} | {fmt_value(v['f1'])} |"
-            )
-        matrix = np.array(report["confusion"]["matrix"], dtype=np.int64)
-        lines += ["", "## Confusion matrix", ""]
-        lines += confusion_section(
-            matrix, report["confusion"]["labels"], out_dir, "sufficiency: golden vs judge"
-        )
-        lines += worst_section(
-            report["worst"], "None: the judge agrees with every golden label.", _worst_line
+        lines += agreement_sections(
+            report,
+            out_dir,
+            "sufficiency: golden vs judge",
+            "None: the judge agrees with every golden label.",
+            _worst_line,
         )
         return "\n".join(lines)
 
