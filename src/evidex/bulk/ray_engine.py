@@ -32,7 +32,7 @@ import logging
 import os
 import pickle
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Awaitable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
@@ -41,6 +41,7 @@ from evidex.bulk.engine import BulkRun
 from evidex.bulk.stream import FeedItem, TaskFeed
 from evidex.bulk.tasks import BulkJob, Processed
 from evidex.errors import ConfigError, MissingExtraError, RunError
+from evidex.harness.fanout import bounded_map
 from evidex.harness.settings import HarnessSettings
 from evidex.jobs import resolve_judge, resolve_store
 
@@ -92,14 +93,14 @@ class Grader:
         return {"line": lines, "processed": [pickle.dumps(p) for p in done]}
 
     async def _process(self, lines: list[int], tasks: list[dict[str, Any]]) -> list[Processed]:
-        gate = asyncio.Semaphore(self.setup.concurrency)
         bulk = self.setup.bulk
 
-        async def one(line: int, data: dict[str, Any]) -> Processed:
-            async with gate:
-                return await bulk.process(data, line, **self.run)
+        def one(_: int, numbered: tuple[int, dict[str, Any]]) -> Awaitable[Processed]:
+            line, data = numbered
+            return bulk.process(data, line, **self.run)
 
-        return list(await asyncio.gather(*(one(n, d) for n, d in zip(lines, tasks, strict=True))))
+        numbered = list(zip(lines, tasks, strict=True))
+        return await bounded_map(numbered, self.setup.concurrency, one)
 
     def __del__(self) -> None:  # best effort: an actor is ended by its pool, not closed
         try:

@@ -151,6 +151,8 @@ class JobRun:
     """Events raised while the job ran (warnings of replies, ...), already in the audit log."""
     stages: list[JobRun] = field(default_factory=list)
     """Runs of this job over other judges (a cascade's stages, see :meth:`stage`)."""
+    _amended: ReviewRequest | None = field(default=None, repr=False)
+    """The fallback item as the whole job completed it, until it is written."""
 
     @property
     def judge(self) -> Judge:
@@ -211,7 +213,14 @@ class JobRun:
             return
         _, request = held
         update = {**request.payload, **_stored(payload)}
-        self.harness.amend_review(self.ctx, request.model_copy(update={"payload": update}))
+        self._amended = request.model_copy(update={"payload": update})
+
+    def write_amended_fallback(self) -> None:
+        """Store what :meth:`amend_fallback_review` completed (from a worker thread: the item
+        holds passages, answer and claims)."""
+        if self._amended is not None:
+            self.harness.amend_review(self.ctx, self._amended)
+            self._amended = None
 
     def provenance(self, prompt_version: str) -> dict[str, Any]:
         """Who judged a result: the judge, the prompt version and this run's id."""
@@ -363,14 +372,19 @@ async def run_planned(
         for event in plan.events:
             run.log(event)
         merged = await spec.execute(plan, run)
-        routed = [
-            Routed(run.review(request), request, request.payload.get("label"))
-            for request in spec.reviews(plan, merged, run)
-        ]
+        requests = spec.reviews(plan, merged, run)
+        # review items hold the passages a reviewer reads: written off the event loop
+        routed = await asyncio.to_thread(_route_reviews, run, requests)
         result = spec.finish(plan, merged, run, routed)
         # the rows of a returned result are committed: a crash after this loses none of them
         await asyncio.to_thread(harness.store.flush)
     return result
+
+
+def _route_reviews(run: JobRun, requests: Sequence[ReviewRequest]) -> list[Routed]:
+    """Write a run's amended fallback item and its routed review items, in that order."""
+    run.write_amended_fallback()
+    return [Routed(run.review(r), r, r.payload.get("label")) for r in requests]
 
 
 async def run_many_planned(

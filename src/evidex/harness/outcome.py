@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import uuid
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ class RunContext:
     fallback_review: tuple[int, ReviewRequest] | None = None
     """The review item this input's fallbacks opened, and what it holds: every further step
     that falls back adds its attempts to it, so one input is one item per reason."""
+    review_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
+    """Held while the fallback item is opened or rewritten (in a worker thread)."""
 
     @functools.cached_property
     def query_hash(self) -> str:

@@ -171,13 +171,22 @@ class Harness:
         )
         return item_id
 
-    def _fallback_review(self, ctx: RunContext, request: ReviewRequest) -> int | None:
+    async def _fallback_review(self, ctx: RunContext, request: ReviewRequest) -> int | None:
         """The review item of a fallback: the input's one fallback item, opened by its first
         step that fell back and holding the attempts of each one after it (audit's extraction
         and grading, rerank's stages, tier's batches), so one input is one item per reason.
-        None when the spec says this input's fallback is final (classify at low risk)."""
+        None when the spec says this input's fallback is final (classify at low risk).
+
+        The item is written through at each fallback, so a crash loses none of it, and off the
+        event loop: it holds the passages the reviewer reads, and a thousand-passage input that
+        falls back batch after batch rewrites it a hundred times. The input's lock keeps its
+        batches from opening two items or writing an older state over a newer one."""
         if not ctx.review_fallback:
             return None
+        async with ctx.review_lock:
+            return await asyncio.to_thread(self._record_fallback, ctx, request)
+
+    def _record_fallback(self, ctx: RunContext, request: ReviewRequest) -> int:
         if ctx.fallback_review is None:
             item_id = self.review(ctx, request)
             ctx.fallback_review = (item_id, request)
@@ -327,7 +336,7 @@ class Harness:
                 judge_calls=calls,
             )
 
-        return self._fall_back(step, batch, ctx, base, key, reason, attempts, usage, calls)
+        return await self._fall_back(step, batch, ctx, base, key, reason, attempts, usage, calls)
 
     # ------------------------------------------------------------------ internals
 
@@ -397,7 +406,7 @@ class Harness:
         reminder = step.template.strict.replace("[SCHEMA]", json.dumps(request.schema))
         return (*messages, Message("user", reminder))
 
-    def _fall_back(
+    async def _fall_back(
         self,
         step: Step[B, V],
         batch: B,
@@ -417,7 +426,7 @@ class Harness:
         else:
             value, info, kept = salvaged.value, step.describe(salvaged.left), salvaged.kept
             reason = f"{reason}; kept the valid part of the last reply ({len(kept)} item(s))"
-        item_id = self._fallback_review(
+        item_id = await self._fallback_review(
             ctx,
             ReviewRequest(
                 job=step.job,
