@@ -29,7 +29,7 @@ from typing import Any
 from _minilm_cache import cached_scores, key
 from _report import write_section
 from evidex.evaluate import metrics as m
-from evidex.evaluate.cascade_frontier import frontier_out_of_set, query_split
+from evidex.evaluate.cascade_frontier import RecordedPairs, frontier_out_of_set, query_split
 from evidex.evaluate.datasets import trec_dl_tier
 from evidex.types import DEFAULT_TIERS
 
@@ -116,7 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "|---|---|---|---|---|---|---|---|",
     ]
     first, second = query_split(groups, 0)
-    found = frontier_out_of_set(groups, scores, expensive, gold, N, budget=BUDGET)
+    pairs = RecordedPairs(groups, scores, expensive, gold, N)
+    found = frontier_out_of_set(pairs, budget=BUDGET)
     directions = ("fit A, measure B", "fit B, measure A")
     for direction, report_on in zip(directions, (second, first), strict=True):
         f = top_half(groups, scores, expensive, gold, report_on, 1000)
@@ -128,9 +129,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     lines.append(row("frontier", "both halves pooled", found["pooled"]))
     seeds = []
     for seed in range(1, args.splits + 1):
-        other = frontier_out_of_set(
-            groups, scores, expensive, gold, N, budget=BUDGET, seed=seed, samples=200
-        )
+        other = frontier_out_of_set(pairs, budget=BUDGET, seed=seed, samples=200)
         deltas = [fold["kappa_minus_expensive"] for fold in other["folds"]]
         seeds.append((seed, deltas, [(f["start"], f["step"]) for f in other["folds"]]))
         print(f"seed {seed}: {deltas}", file=sys.stderr)

@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 import pytest
 
 from evidex.evaluate.cascade_frontier import (
+    RecordedPairs,
     fit_frontier,
     frontier_out_of_set,
     frontier_sent,
@@ -78,17 +79,18 @@ def golden(queries: int = 8, per: int = 20) -> tuple[list[str], list[float], lis
 
 
 def test_fit_picks_start_and_step_on_its_own_items() -> None:
-    groups, scores, expensive, gold = golden()
-    fitted = fit_frontier(groups, scores, expensive, gold, 4, budget=0.6)
+    pairs = RecordedPairs(*golden(), n_labels=4)
+    fitted = fit_frontier(pairs, budget=0.6)
     assert fitted["share_sent"] <= 0.6 and fitted["kappa"] == pytest.approx(1.0)
     assert (fitted["start"], fitted["step"]) == (0.1, 0.05)  # the first of the best
     with pytest.raises(ValueError, match="budget"):
-        fit_frontier(groups, scores, expensive, gold, 4, budget=0.05)
+        fit_frontier(pairs, budget=0.05)
 
 
 def test_out_of_set_fits_on_one_half_and_measures_on_the_other() -> None:
     groups, scores, expensive, gold = golden()
-    found = frontier_out_of_set(groups, scores, expensive, gold, 4, budget=0.6, samples=50)
+    pairs = RecordedPairs(groups, scores, expensive, gold, 4)
+    found = frontier_out_of_set(pairs, budget=0.6, samples=50)
     one, two = found["folds"]
     assert set(one["fit_queries"]) == set(two["measured_queries"])
     assert not set(one["fit_queries"]) & set(one["measured_queries"])

@@ -141,12 +141,28 @@ class GoldenEvaluator(Generic[G]):
         raise NotImplementedError
 
     def report(
-        self, metrics: Mapping[str, float], intervals: Mapping[str, Interval], **parts: Any
+        self,
+        metrics: Mapping[str, float],
+        intervals: Mapping[str, Interval],
+        *,
+        sources: Mapping[str, int],
+        warnings: Sequence[str],
+        **parts: Any,
     ) -> dict[str, Any]:
-        """A report body: what every job's starts with (the job, its figures keyed by measure
-        string, their bootstrap intervals), then the job's own ``parts``."""
+        """A report body: what every job's holds (the job, its figures keyed by measure
+        string, their bootstrap intervals), the job's own ``parts``, then where the predictions
+        came from (see :func:`~evidex.evaluate._util.source_counts`), how many fell back, and
+        the warnings: no report leaves out that some of its figures rest on fallbacks."""
         shown = {k: interval_dict(v) for k, v in intervals.items()}
-        return {"job": self.job, "metrics": dict(metrics), "intervals": shown, **parts}
+        return {
+            "job": self.job,
+            "metrics": dict(metrics),
+            "intervals": shown,
+            **parts,
+            "fallbacks": sources.get("fallback", 0),
+            "sources": dict(sources),
+            "warnings": list(warnings),
+        }
 
     def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str:
         raise NotImplementedError

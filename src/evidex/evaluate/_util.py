@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from evidex._text import sha256_hex
 from evidex.errors import ConfigError, InputError
+from evidex.evaluate import metrics as m
 
 __all__ = [
     "align_rows",
@@ -109,6 +110,22 @@ def joint_version(*templates: Any) -> str:
     """One prompt version for an evaluator whose job uses several prompt templates: a short
     hash of their versions, so that an edit to any of them shows."""
     return sha256_hex("|".join(t.version for t in templates))[:16]
+
+
+def label_agreement(
+    gold: Sequence[str], pred: Sequence[str], labels: Sequence[str], columns: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A labelled report's agreement parts, as :func:`~evidex.evaluate.plots.agreement_sections`
+    renders them: the labels, the confusion matrix (over ``columns``: the labels and any
+    no-label column) and each label's precision, recall and F1."""
+    columns = list(columns or labels)
+    matrix = m.confusion_matrix(gold, pred, columns)
+    per_label = m.per_label_agreement(gold, pred, columns)
+    return {
+        "labels": list(labels),
+        "confusion": {"labels": columns, "matrix": matrix.tolist()},
+        "per_label": {label: prf_dict(v) for label, v in per_label.items() if label in labels},
+    }
 
 
 def source_counts(rows: Sequence[Mapping[str, Any]], what: str) -> tuple[dict[str, int], list[str]]:

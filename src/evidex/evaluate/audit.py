@@ -58,6 +58,7 @@ from evidex.evaluate.plots import (
     fmt_counts,
     fmt_interval,
     fmt_value,
+    measure_table,
     worst_section,
 )
 from evidex.evaluate.registry import EvalOptions
@@ -241,6 +242,8 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
         return self.report(
             metrics,
             intervals,
+            sources=sources,
+            warnings=warnings,
             labels=labels,
             claims={
                 "gold": n_gold,
@@ -254,10 +257,7 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
             levels={level: levels.get(level, 0) for level in AUDIT_CLASSES},
             decisions=dict(Counter(str(row.get("decision", "unknown")) for row in aligned)),
             claims_from=dict(Counter(str(row.get("claims_from", "unknown")) for row in aligned)),
-            fallbacks=sources.get("fallback", 0),
-            sources=sources,
             worst=worst[: options.worst],
-            warnings=warnings,
         )
 
     # ------------------------------------------------------------------ rendering
@@ -273,9 +273,7 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
             f"({fmt_interval(ci['f1(label=supported)'])}), accuracy "
             f"{fmt_value(met['accuracy'])} ({fmt_interval(ci['accuracy'])}).",
             "",
-            "| measure | value |",
-            "|---|---:|",
-            *(f"| `{k}` | {fmt_value(v)} |" for k, v in met.items()),
+            *measure_table(met),
             "",
             f"Claims: {c['gold']} gold, {c['audited']} audited, {c['matched']} matched, "
             f"{c['agree']} graded alike. Claim-level precision "

@@ -19,7 +19,7 @@ import numpy as np
 
 from evidex.evaluate import metrics as m
 from evidex.evaluate._calibration_run import GoldenRun
-from evidex.evaluate.calibrate_cascade import acalibrate_cascade
+from evidex.evaluate.calibrate_cascade import acalibrate_cascade, two_folds
 from evidex.evaluate.calibration import fit_thresholds, scores_of, tier_of_score
 from evidex.evaluate.golden import TierGolden
 from evidex.evaluate.registry import EvalOptions
@@ -147,11 +147,7 @@ async def _fit_on(
     half = set(rng.permutation(len(by_query))[: len(by_query) // 2].tolist())
     held_gold: list[str] = []
     held_pred: list[str] = []
-    for fold in (True, False):
-        train = [i for i, q in enumerate(query_of) if (q in half) == fold]
-        test = [i for i, q in enumerate(query_of) if (q in half) != fold]
-        if not train or not test:
-            continue
+    for train, test in two_folds(query_of, half):
         try:
             fold_cuts, _ = fit_thresholds(
                 [scores[i] for i in train], [gold[i] for i in train], len(names)

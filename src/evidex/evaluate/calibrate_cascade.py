@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
-
-import numpy as np
+from collections.abc import Callable, Container, Hashable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from evidex.evaluate import metrics as m
 from evidex.evaluate._util import jsonable
 from evidex.evaluate.calibration import fit_band, scores_of
+from evidex.evaluate.cascade_frontier import query_split
 from evidex.evaluate.golden import TierGolden, read_jsonl
 from evidex.judges.cascade import Band, CascadeJudge
 
@@ -43,6 +42,8 @@ __all__ = ["BAND_FILE", "acalibrate_cascade"]
 
 BAND_FILE = "cascade_band.json"
 RESAMPLES = 200
+
+H = TypeVar("H", bound=Hashable)
 
 
 async def acalibrate_cascade(
@@ -150,12 +151,21 @@ the one with the better out-of-set kappa is fitted on every query (ties keep the
 INTERVAL_SAMPLES = 500
 
 
-def query_halves(groups: Sequence[str], seed: int) -> tuple[set[str], set[str]]:
-    """Two seeded halves of the queries: whole queries, never pairs, go to each side."""
-    names = sorted(set(groups))
-    order = np.random.default_rng(seed).permutation(len(names)).tolist()
-    first = {names[i] for i in order[: len(names) // 2]}
-    return first, set(names) - first
+query_halves = query_split
+"""The old name of :func:`~evidex.evaluate.cascade_frontier.query_split`, which the band's
+two-fold estimate uses: the band and the frontier rule split the queries the same way."""
+
+
+def two_folds(keys: Sequence[H], first: Container[H]) -> Iterator[tuple[list[int], list[int]]]:
+    """``(train, test)`` item positions both ways round: items whose key is in ``first``, then
+    the others; a direction with an empty side is skipped (nothing to fit on or to measure).
+    Written once for the cut-point and the band fits, whose two-fold estimates both hold out
+    whole queries this way."""
+    for fold in (True, False):
+        train = [i for i, k in enumerate(keys) if (k in first) == fold]
+        test = [i for i, k in enumerate(keys) if (k in first) != fold]
+        if train and test:
+            yield train, test
 
 
 def _two_fold(
@@ -174,14 +184,10 @@ def _two_fold(
     band, kappa, the expensive judge's kappa on the same pairs and the share sent, with 95%
     intervals over a bootstrap of the held-out queries; then both directions pooled."""
     groups = [r.group for r in records]
-    first, _ = query_halves(groups, seed)
+    first, _ = query_split(groups, seed)
     folds: list[dict[str, Any]] = []
     held: list[tuple[str, str, str, bool, str]] = []  # gold, cascade, expensive, sent, query
-    for fold in (True, False):
-        train = [i for i, g in enumerate(groups) if (g in first) == fold]
-        test = [i for i, g in enumerate(groups) if (g in first) != fold]
-        if not train or not test:
-            continue
+    for train, test in two_folds(groups, first):
         try:
             band = fit_band(
                 [scores[i] for i in train],

@@ -19,7 +19,6 @@ the judge id, model version and prompt version the staleness check compares.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,12 +27,12 @@ from typing import Any
 import numpy as np
 
 from evidex.errors import ConfigError
-from evidex.evaluate._util import align_rows, jsonable
-from evidex.evaluate.calibration import CALIBRATION_FILE, calibration_record
+from evidex.evaluate._calibration_run import GoldenRun
+from evidex.evaluate._util import align_rows
+from evidex.evaluate.calibration import calibration_record
 from evidex.evaluate.golden import SufficiencyGolden, read_jsonl
 from evidex.evaluate.plots import fmt_value
 from evidex.evaluate.registry import EvalOptions
-from evidex.evaluate.run import aevaluate, load_records
 from evidex.evaluate.sufficiency import decision_figures, decision_of, policy_of, risk_of
 from evidex.harness.ports import StorePort
 from evidex.jobs import sync_of
@@ -167,19 +166,9 @@ async def acalibrate_sufficiency(
         raise ConfigError(f"target must be from 0 up to 1, got {target}")
     options = options or EvalOptions()
     out = Path(out_dir)
-    report = await aevaluate(
-        JOB,
-        golden,
-        judge=judge,
-        judge_options=judge_options,
-        store=store,
-        out_dir=out,
-        sample=sample,
-        options=options,
-        on_progress=on_progress,
-    )
-    _, records = load_records(JOB, golden, options, sample=sample)
-    typed: list[SufficiencyGolden] = records
+    golden_run = GoldenRun(golden, store, out, sample, options, job=JOB)
+    report = await golden_run.evaluate(judge, judge_options=judge_options, on_progress=on_progress)
+    typed: list[SufficiencyGolden] = golden_run.records()
     rows = align_rows(
         typed,
         [row for _, row in read_jsonl(out / "predictions.jsonl")],
@@ -238,10 +227,7 @@ async def acalibrate_sufficiency(
     record["metrics"] = dict(report["metrics"])
     record["warnings"] = warnings
     record["summary"] = _summary(record)
-    (out / CALIBRATION_FILE).write_text(
-        json.dumps(jsonable(record), indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
-    )
-    return record
+    return golden_run.save(record)
 
 
 calibrate_sufficiency = sync_of(

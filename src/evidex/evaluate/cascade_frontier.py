@@ -34,6 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from evidex.evaluate import metrics as m
 
 __all__ = [
     "FRONTIER_GRID",
+    "RecordedPairs",
     "fit_frontier",
     "frontier_out_of_set",
     "frontier_sent",
@@ -118,20 +120,42 @@ def query_split(groups: Sequence[str], seed: int) -> tuple[set[str], set[str]]:
     return first, set(names) - first
 
 
+@dataclass(frozen=True)
+class RecordedPairs:
+    """A golden set's pairs as the frontier rule is fitted and measured on them, one entry per
+    pair in each list: its query, the cheap score, the expensive judge's recorded label and the
+    gold label (labels are indices, 0 the most relevant, ``n_labels - 1`` the lowest tier)."""
+
+    groups: Sequence[str]
+    scores: Sequence[float]
+    expensive: Sequence[int]
+    gold: Sequence[int]
+    n_labels: int
+
+    @property
+    def names(self) -> list[str]:
+        return [str(i) for i in range(self.n_labels)]
+
+    def subset(self, queries: set[str]) -> RecordedPairs:
+        """The pairs of these queries only, in their order."""
+        keep = [i for i, g in enumerate(self.groups) if g in queries]
+        return RecordedPairs(
+            [self.groups[i] for i in keep],
+            [self.scores[i] for i in keep],
+            [self.expensive[i] for i in keep],
+            [self.gold[i] for i in keep],
+            self.n_labels,
+        )
+
+
 def _labels(
-    groups: Sequence[str],
-    scores: Sequence[float],
-    cheap_bottom: int,
-    expensive: Sequence[int],
-    chosen: set[str],
-    budget: float,
-    start: float,
-    step: float,
+    pairs: RecordedPairs, chosen: set[str], budget: float, start: float, step: float
 ) -> tuple[list[int], list[int], list[bool]]:
     """Item indices of the ``chosen`` queries, each one's label by the frontier rule on them,
     and whether it was sent."""
+    expensive, cheap_bottom = pairs.expensive, pairs.n_labels - 1
     by_query: dict[str, list[int]] = {}
-    for i, g in enumerate(groups):
+    for i, g in enumerate(pairs.groups):
         if g in chosen:
             by_query.setdefault(g, []).append(i)
 
@@ -141,7 +165,7 @@ def _labels(
         }
 
     sent = frontier_sent(
-        {q: [scores[i] for i in idx] for q, idx in by_query.items()},
+        {q: [pairs.scores[i] for i in idx] for q, idx in by_query.items()},
         verdicts,
         budget=budget,
         start=start,
@@ -158,26 +182,18 @@ def _labels(
 
 
 def fit_frontier(
-    groups: Sequence[str],
-    scores: Sequence[float],
-    expensive: Sequence[int],
-    gold: Sequence[int],
-    n_labels: int,
-    *,
-    budget: float,
-    grid: Sequence[tuple[float, float]] = FRONTIER_GRID,
+    pairs: RecordedPairs, *, budget: float, grid: Sequence[tuple[float, float]] = FRONTIER_GRID
 ) -> dict[str, Any]:
-    """``start`` and ``step`` of the best kappa against ``gold`` on these items (labels are
-    indices, 0 the most relevant, ``n_labels - 1`` the lowest tier); ties keep the first."""
-    names = [str(i) for i in range(n_labels)]
+    """``start`` and ``step`` of the best kappa against the gold labels on these pairs; ties
+    keep the first."""
+    names = pairs.names
     best: dict[str, Any] | None = None
     for start, step in grid:
         if start > budget:
             continue
-        items, labels, flags = _labels(
-            groups, scores, n_labels - 1, expensive, set(groups), budget, start, step
-        )
-        kappa = m.cohen_kappa([names[gold[i]] for i in items], [names[x] for x in labels], names)
+        items, labels, flags = _labels(pairs, set(pairs.groups), budget, start, step)
+        gold = [names[pairs.gold[i]] for i in items]
+        kappa = m.cohen_kappa(gold, [names[x] for x in labels], names)
         if best is None or kappa > best["kappa"]:
             best = {
                 "start": start,
@@ -191,45 +207,21 @@ def fit_frontier(
 
 
 def frontier_out_of_set(
-    groups: Sequence[str],
-    scores: Sequence[float],
-    expensive: Sequence[int],
-    gold: Sequence[int],
-    n_labels: int,
-    *,
-    budget: float,
-    seed: int = 0,
-    samples: int = 1000,
+    pairs: RecordedPairs, *, budget: float, seed: int = 0, samples: int = 1000
 ) -> dict[str, Any]:
     """Fit on one half of the queries, measure on the other, both ways round: per direction
     the fitted ``start``/``step``, kappa of the rule and of the expensive judge alone on the
     held-out pairs, the share sent, and 95% bootstrap intervals over the held-out queries (of
     the kappa and of its difference to the expensive judge's); then both directions pooled."""
-    names = [str(i) for i in range(n_labels)]
-    halves = query_split(groups, seed)
+    halves = query_split(pairs.groups, seed)
     folds: list[dict[str, Any]] = []
     pooled: list[tuple[str, int, int, bool]] = []
     for fit_on, report_on in (halves, halves[::-1]):
-        fit_idx = [i for i, g in enumerate(groups) if g in fit_on]
-        fitted = fit_frontier(
-            [groups[i] for i in fit_idx],
-            [scores[i] for i in fit_idx],
-            [expensive[i] for i in fit_idx],
-            [gold[i] for i in fit_idx],
-            n_labels,
-            budget=budget,
-        )
-        items, labels, flags = _labels(
-            groups,
-            scores,
-            n_labels - 1,
-            expensive,
-            report_on,
-            budget,
-            fitted["start"],
-            fitted["step"],
-        )
-        rows = [(groups[i], lab, i, f) for i, lab, f in zip(items, labels, flags, strict=True)]
+        fitted = fit_frontier(pairs.subset(fit_on), budget=budget)
+        items, labels, flags = _labels(pairs, report_on, budget, fitted["start"], fitted["step"])
+        rows = [
+            (pairs.groups[i], lab, i, f) for i, lab, f in zip(items, labels, flags, strict=True)
+        ]
         pooled += rows
         folds.append(
             {
@@ -237,20 +229,16 @@ def frontier_out_of_set(
                 "measured_queries": sorted(report_on),
                 "start": fitted["start"],
                 "step": fitted["step"],
-                **_measure(rows, gold, expensive, names, seed, samples),
+                **_measure(rows, pairs, seed, samples),
             }
         )
-    return {"folds": folds, "pooled": _measure(pooled, gold, expensive, names, seed, samples)}
+    return {"folds": folds, "pooled": _measure(pooled, pairs, seed, samples)}
 
 
 def _measure(
-    rows: Sequence[tuple[str, int, int, bool]],
-    gold: Sequence[int],
-    expensive: Sequence[int],
-    names: Sequence[str],
-    seed: int,
-    samples: int,
+    rows: Sequence[tuple[str, int, int, bool]], pairs: RecordedPairs, seed: int, samples: int
 ) -> dict[str, Any]:
+    gold, expensive, names = pairs.gold, pairs.expensive, pairs.names
     by_query: dict[str, list[tuple[str, int, int, bool]]] = {}
     for row in rows:
         by_query.setdefault(row[0], []).append(row)

@@ -34,7 +34,7 @@ from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
-from evidex.evaluate._util import prf_dict, provenance, source_counts
+from evidex.evaluate._util import label_agreement, provenance, source_counts
 from evidex.evaluate.datasets import (
     SCIFACT_CONSTRAINTS,
     SCIFACT_LABELS,
@@ -43,7 +43,13 @@ from evidex.evaluate.datasets import (
 )
 from evidex.evaluate.golden import ClassifyGolden, load_golden
 from evidex.evaluate.layouts import Layout
-from evidex.evaluate.plots import agreement_sections, excerpt, fmt_interval, fmt_value
+from evidex.evaluate.plots import (
+    agreement_sections,
+    excerpt,
+    fmt_interval,
+    fmt_value,
+    measure_table,
+)
 from evidex.evaluate.registry import EvalOptions
 from evidex.jobs.classify import ClassifyResult, aclassify
 from evidex.tasks.classify import CLASSIFY_TEMPLATE
@@ -235,7 +241,6 @@ class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
         gold1 = [next(iter(gold_sets[i])) for i in single]
         pred1 = [pred[i][0] if pred[i] else NO_LABEL for i in single]
         columns = names + ([NO_LABEL] if NO_LABEL in pred1 else [])
-        matrix = m.confusion_matrix(gold1, pred1, columns)
         sources, warnings = source_counts(aligned, "answers (unclassifiable)")
         if len(single) < len(records):
             warnings.append(
@@ -245,19 +250,12 @@ class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
         return self.report(
             metrics,
             {"accuracy": acc, "macro_f1": f1},
-            labels=names,
-            confusion={"labels": columns, "matrix": matrix.tolist()},
-            per_label={
-                label: prf_dict(v)
-                for label, v in m.per_label_agreement(gold1, pred1, columns).items()
-                if label != NO_LABEL
-            },
-            quotes={"verbatim": verbatim, "total": quotes},
-            fallbacks=sources.get("fallback", 0),
             sources=sources,
+            warnings=warnings,
+            **label_agreement(gold1, pred1, names, columns),
+            quotes={"verbatim": verbatim, "total": quotes},
             predicted=dict(Counter(x for p in pred for x in p)),
             worst=_worst(records, aligned, options.worst),
-            warnings=warnings,
         )
 
     # ------------------------------------------------------------------ rendering
@@ -272,9 +270,7 @@ class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
             f"{fmt_interval(ci['accuracy'])}), macro-F1 **{fmt_value(met['macro_f1'])}** "
             f"({fmt_interval(ci['macro_f1'])}) over {', '.join(report['labels'])}.",
             "",
-            "| measure | value |",
-            "|---|---:|",
-            *(f"| `{k}` | {fmt_value(v)} |" for k, v in met.items()),
+            *measure_table(met),
             "",
             f"Quotes in the raw replies found word for word in the passage they name: "
             f"{q['verbatim']} of {q['total']} (judge calls made by this run; cached answers "

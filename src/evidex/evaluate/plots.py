@@ -24,6 +24,7 @@ __all__ = [
     "fmt_interval",
     "fmt_value",
     "has_matplotlib",
+    "measure_table",
     "worst_section",
 ]
 
@@ -141,6 +142,15 @@ def excerpt(text: str, limit: int = 300) -> str:
 def fmt_counts(counts: Mapping[str, int]) -> str:
     """``a 3, b 1`` (``none`` when empty): a distribution on one line."""
     return ", ".join(f"{k} {v}" for k, v in counts.items()) or "none"
+
+
+def measure_table(metrics: Mapping[str, Any]) -> list[str]:
+    """Every figure of a report, one row each, as the markdown reports list them."""
+    return [
+        "| measure | value |",
+        "|---|---:|",
+        *(f"| `{k}` | {fmt_value(v)} |" for k, v in metrics.items()),
+    ]
 
 
 def agreement_sections(

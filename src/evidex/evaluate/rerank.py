@@ -180,6 +180,8 @@ class RerankEvaluator(GoldenEvaluator[RerankGolden]):
         return self.report(
             metrics,
             intervals,
+            sources=sources,
+            warnings=warnings,
             gain="linear",
             baseline=baseline,
             lift={
@@ -190,8 +192,6 @@ class RerankEvaluator(GoldenEvaluator[RerankGolden]):
             per_query=per_query,
             worst=_worst(records, aligned, per_query, options.worst),
             strategies=dict(Counter(str(row.get("strategy", "unknown")) for row in aligned)),
-            sources=sources,
-            warnings=warnings,
         )
 
     # ------------------------------------------------------------------ rendering

@@ -45,10 +45,16 @@ from typing import Any
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
-from evidex.evaluate._util import prf_dict, provenance, source_counts
+from evidex.evaluate._util import label_agreement, provenance, source_counts
 from evidex.evaluate.golden import SufficiencyGolden, load_golden
 from evidex.evaluate.layouts import Layout
-from evidex.evaluate.plots import agreement_sections, excerpt, fmt_interval, fmt_value
+from evidex.evaluate.plots import (
+    agreement_sections,
+    excerpt,
+    fmt_interval,
+    fmt_value,
+    measure_table,
+)
 from evidex.evaluate.registry import EvalOptions
 from evidex.jobs.sufficiency import SufficiencyPolicy, asufficiency, decide
 from evidex.tasks.sufficiency import SUFFICIENCY_TEMPLATE, SufficiencyValue
@@ -202,7 +208,6 @@ class SufficiencyEvaluator(GoldenEvaluator[SufficiencyGolden]):
             "false_abstention_rate": shares["false_abstention_rate"],
             "escalation_rate": shares["escalation_rate"],
         }
-        matrix = m.confusion_matrix(gold, pred, list(LABELS))
         by_gold = {label: dict(Counter(d for g, _, d in units if g == label)) for label in LABELS}
         sources, warnings = source_counts(aligned, "verdicts (insufficient, escalated)")
         return self.report(
@@ -212,19 +217,13 @@ class SufficiencyEvaluator(GoldenEvaluator[SufficiencyGolden]):
                 "accuracy": acc,
                 "false_abstention_rate": false_abstention,
             },
-            labels=list(LABELS),
-            confusion={"labels": list(LABELS), "matrix": matrix.tolist()},
-            per_label={
-                label: prf_dict(v)
-                for label, v in m.per_label_agreement(gold, pred, list(LABELS)).items()
-            },
+            sources=sources,
+            warnings=warnings,
+            **label_agreement(gold, pred, LABELS),
             decisions={"by_gold": by_gold, **shares},
             policy=policy.model_dump(),
             risk=risk.value,
-            fallbacks=sources.get("fallback", 0),
-            sources=sources,
             worst=_worst(records, aligned, options.worst),
-            warnings=warnings,
         )
 
     # ------------------------------------------------------------------ rendering
@@ -241,9 +240,7 @@ class SufficiencyEvaluator(GoldenEvaluator[SufficiencyGolden]):
             f"questions abstained on: **{fmt_value(met['false_abstention_rate'])}** "
             f"({fmt_interval(ci['false_abstention_rate'])}).",
             "",
-            "| measure | value |",
-            "|---|---:|",
-            *(f"| `{k}` | {fmt_value(v)} |" for k, v in met.items()),
+            *measure_table(met),
             f"| unanswerable questions answered | "
             f"{fmt_value(decisions['insufficient_answered_rate'])} |",
             "",

@@ -17,7 +17,6 @@ Prediction rows (``predictions.jsonl``, and what ``--predictions`` reads)::
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,7 @@ import numpy as np
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
-from evidex.evaluate._util import align_rows, prf_dict, provenance
+from evidex.evaluate._util import align_rows, prf_dict, provenance, source_counts
 from evidex.evaluate.datasets import llmjudge_tier, scheme_of, trec_dl_tier
 from evidex.evaluate.golden import TierGolden, load_golden
 from evidex.evaluate.layouts import Layout
@@ -191,19 +190,16 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
         metrics["accuracy"] = m.accuracy(gold, pred)
         metrics["macro_f1"] = m.macro_f1(gold, pred)
         matrix = m.confusion_matrix(gold, pred, names)
-        sources = Counter(str(row.get("source", "unknown")) for row in aligned)
-        warnings = []
-        if sources.get("fallback"):
-            warnings.append(
-                f"{sources['fallback']} of {len(aligned)} judgments are fallbacks (the "
-                f"conservative {scheme.fallback_tier} tier), not the judge's grades"
-            )
+        what = f"judgments (the conservative {scheme.fallback_tier} tier)"
+        sources, warnings = source_counts(aligned, what)
         if len(set(gold)) < 2:
             warnings.append("the golden set uses a single tier: kappa is undefined")
         kappa = metrics["kappa"]
         return self.report(
             metrics,
             intervals,
+            sources=sources,
+            warnings=warnings,
             tiers=names,
             bar={
                 "measure": "kappa",
@@ -213,9 +209,7 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
             confusion={"labels": names, "matrix": matrix.tolist()},
             per_tier={t: prf_dict(v) for t, v in m.per_label_agreement(gold, pred, names).items()},
             boundaries=m.boundary_confusions(matrix, names),
-            sources=dict(sources),
             worst=_worst(records, aligned, names, options.worst),
-            warnings=warnings,
         )
 
     # ------------------------------------------------------------------ rendering
