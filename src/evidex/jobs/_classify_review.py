@@ -27,6 +27,7 @@ from evidex.jobs._review import (
     missing_choice,
     short,
 )
+from evidex.jobs._review_common import FormVerdict
 
 __all__ = ["REVIEW", "ClassifyReview", "LabelGrade"]
 
@@ -150,17 +151,7 @@ class ClassifyReview(ReviewPayload):
         is a choice of labels. Refused: no choice, no label ticked for a label verdict,
         ``accept`` where the judge gave no label."""
         chosen = [c for c in form.all("label") if c]
-        if not verdict and chosen:
-            verdict = "labels"
-        if not verdict:
-            raise missing_choice(
-                "the label", "tick a label, or choose accept, unclassifiable or reject"
-            )
-        if verdict == "accept" and not self.judge_grades:
-            raise InputError(
-                "this item has no judge label to confirm (the judge gave none, or its replies "
-                "never validated); choose the label yourself"
-            )
+        verdict = _FORM.resolve(verdict, entered=bool(chosen), can_accept=bool(self.judge_grades))
         if verdict != "labels":
             return verdict
         if not chosen:
@@ -216,6 +207,15 @@ class ClassifyReview(ReviewPayload):
             chosen = [str(x) for x in json.loads(decision)]
             gold = judge if judge in chosen else (chosen[0] if chosen else None)
         return ([(gold, judge)] if gold in labels else []), labels
+
+
+# This kind's review form in words; the rule is FormVerdict's (one for every kind).
+_FORM = FormVerdict(
+    own="labels",
+    choose=("the label", "tick a label, or choose accept, unclassifiable or reject"),
+    nothing_to_accept="this item has no judge label to confirm (the judge gave none, or its "
+    "replies never validated); choose the label yourself",
+)
 
 
 REVIEW = ReviewKind(payload=ClassifyReview, template="jobs/classify.html")

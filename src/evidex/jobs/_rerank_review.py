@@ -29,6 +29,7 @@ from evidex.jobs._review import (
     missing_choice,
     short,
 )
+from evidex.jobs._review_common import FormVerdict
 
 __all__ = ["REVIEW", "RerankReview"]
 
@@ -138,15 +139,7 @@ class RerankReview(ReviewPayload):
         rank from 1 to n. Nothing stands in for a rank left out (retrieval order is no
         decision), so a missing, out-of-range or repeated rank is refused, naming the passage."""
         typed = any(form.get(f"rank_p{i}").strip() for i in range(len(passage_ids)))
-        if not verdict and typed:
-            verdict = "ranking"
-        if not verdict:
-            raise missing_choice("the ranking", "rank every passage, accept the judge's, or reject")
-        if verdict == "accept" and not self.judged_order:
-            raise InputError(
-                "this item has no judge ranking to confirm (its order is retrieval order, kept "
-                "by a fallback); rank the passages yourself or reject"
-            )
+        verdict = _FORM.resolve(verdict, entered=typed, can_accept=bool(self.judged_order))
         if verdict != "ranking":
             return verdict
         n = len(passage_ids)
@@ -194,6 +187,15 @@ class RerankReview(ReviewPayload):
         grades = {pid: len(order) - i for i, pid in enumerate(order)}
         record = context.row(query=self.query, candidates=candidates, grades=grades)
         return [record], missing
+
+
+# This kind's review form in words; the rule is FormVerdict's (one for every kind).
+_FORM = FormVerdict(
+    own="ranking",
+    choose=("the ranking", "rank every passage, accept the judge's, or reject"),
+    nothing_to_accept="this item has no judge ranking to confirm (its order is retrieval order, "
+    "kept by a fallback); rank the passages yourself or reject",
+)
 
 
 REVIEW = ReviewKind(payload=RerankReview, template="jobs/rerank.html", kappa=False)

@@ -10,5 +10,7 @@ finds verbatim spans with their offsets. Reading files into task types is
 Tasks may import only :mod:`evidex.types`, :mod:`evidex.errors`, :mod:`evidex.judging`,
 :mod:`evidex._text`, :mod:`evidex.taxonomy`, each other, pydantic and the standard library:
 no I/O, no harness, no jobs, no judge backend. Other packages import from the public modules
-(``evidex.tasks.audit``, ``evidex.tasks.spans`` ...), never from a private one.
+(``evidex.tasks.audit``, ``evidex.tasks.spans`` ...), never from a private one; from a
+subpackage (:mod:`.audit`, :mod:`.rerank`) they import the names it exports, not from its
+modules.
 """

@@ -31,7 +31,11 @@ __all__ = [
     "StepBase",
     "StepRequest",
     "count_ids",
+    "exact_array",
     "passage_items",
+    "passage_pairs",
+    "passages_block",
+    "passages_info",
     "passages_json",
     "quote_errors",
     "reply_list",
@@ -329,6 +333,33 @@ def _flat_strings(item: Any) -> bool:
 def passage_items(passages: Sequence[Passage]) -> list[dict[str, str]]:
     """Passages as the judge is shown them: each one's id and text, nothing else."""
     return [{"passage_id": p.passage_id, "text": p.text} for p in passages]
+
+
+def passages_block(passages: Sequence[Passage]) -> str:
+    """The passages as a prompt's data block: their ids and texts as :func:`passages_json`.
+    One function, so that every task shows a judge its passages the same way."""
+    return passages_json(passage_items(passages))
+
+
+def passage_pairs(passages: Sequence[Passage]) -> list[list[str]]:
+    """The passages as cache material: ``[id, text]`` in the order shown (order sways a
+    judge, so it is part of what identifies an answer)."""
+    return [[p.passage_id, p.text] for p in passages]
+
+
+def passages_info(
+    query: str, passages: Sequence[Passage], extra: Mapping[str, Any] | None = None
+) -> BatchInfo:
+    """What the audit log and the review queue record of a batch over these passages."""
+    return BatchInfo(
+        query=query, passage_ids=tuple(p.passage_id for p in passages), extra=dict(extra or {})
+    )
+
+
+def exact_array(items: Mapping[str, Any], count: int) -> dict[str, Any]:
+    """JSON schema of a reply list with exactly one entry per input item (passage, claim):
+    with constrained decoding a judge can then neither stop early nor add entries."""
+    return {"type": "array", "minItems": count, "maxItems": count, "items": items}
 
 
 def reply_list(data: Any, key: str) -> list[Any]:

@@ -23,7 +23,9 @@ from evidex.tasks.base import (
     ReplyInvalid,
     StepBase,
     StepRequest,
-    passage_items,
+    passage_pairs,
+    passages_block,
+    passages_info,
     passages_json,
     quote_errors,
 )
@@ -181,13 +183,12 @@ class ClassifyStep(
     # -------------------------------------------------------------- request
 
     def request(self, batch: ClassifyBatch) -> StepRequest:
-        context = passage_items(batch.passages)
         values = {
             "LABELS": batch.taxonomy.render(),
             "CONSTRAINTS": render_constraints(batch),
             "EXAMPLES": _render_examples(batch.examples),
             "INPUT": batch.input,
-            "CONTEXT": passages_json(context),
+            "CONTEXT": passages_block(batch.passages),
         }
         payload = ClassifyPayload(
             input=batch.input,
@@ -261,7 +262,7 @@ class ClassifyStep(
     def cache_material(self, batch: ClassifyBatch) -> Any:
         return {
             "input": batch.input.strip(),
-            "passages": [[p.passage_id, p.text] for p in batch.passages],
+            "passages": passage_pairs(batch.passages),
             "taxonomy": batch.taxonomy.model_dump(mode="json"),
             "constraints": list(batch.constraints),
             "examples": [e.model_dump(mode="json") for e in batch.examples],
@@ -271,7 +272,7 @@ class ClassifyStep(
         }
 
     def describe(self, batch: ClassifyBatch) -> BatchInfo:
-        return BatchInfo(query=batch.input, passage_ids=tuple(p.passage_id for p in batch.passages))
+        return passages_info(batch.input, batch.passages)
 
     def labels(self, value: ClassifyValue) -> Any:
         return {

@@ -22,8 +22,9 @@ from evidex.tasks.base import (
     ReplyInvalid,
     StepBase,
     StepRequest,
-    passage_items,
-    passages_json,
+    passage_pairs,
+    passages_block,
+    passages_info,
     quote_errors,
 )
 from evidex.types import Passage, RiskLevel, Source
@@ -136,7 +137,7 @@ class SufficiencyStep(
     def request(self, batch: SufficiencyBatch) -> StepRequest:
         values = {
             "QUERY": batch.query,
-            "CONTEXT": passages_json(passage_items(batch.passages)),
+            "CONTEXT": passages_block(batch.passages),
             "RISK": _RISK_TEXT[batch.risk],
         }
         return StepRequest(
@@ -213,12 +214,12 @@ class SufficiencyStep(
     def cache_material(self, batch: SufficiencyBatch) -> Any:
         return {
             "query": batch.query.strip(),
-            "passages": [[p.passage_id, p.text] for p in batch.passages],
+            "passages": passage_pairs(batch.passages),
             "risk": batch.risk.value,
         }
 
     def describe(self, batch: SufficiencyBatch) -> BatchInfo:
-        return BatchInfo(query=batch.query, passage_ids=tuple(p.passage_id for p in batch.passages))
+        return passages_info(batch.query, batch.passages)
 
     def labels(self, value: SufficiencyValue) -> Any:
         return {"sufficient": value.sufficient, "confidence": value.confidence}

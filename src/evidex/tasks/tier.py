@@ -26,8 +26,10 @@ from evidex.tasks.base import (
     StepBase,
     StepRequest,
     count_ids,
-    passage_items,
-    passages_json,
+    exact_array,
+    passage_pairs,
+    passages_block,
+    passages_info,
     reply_list,
 )
 from evidex.types import DEFAULT_TIERS, Event, Passage, RiskLevel, Source, TierScheme
@@ -190,7 +192,7 @@ class TierStep(
                 lambda: _run_values(scheme, batch.examples),
             ),
             "QUERY": batch.query,
-            "PASSAGES": passages_json(passage_items(batch.passages)),
+            "PASSAGES": passages_block(batch.passages),
             "RISK_LEVEL": _RISK_TEXT[batch.risk],
         }
         payload = TierPayload(
@@ -256,7 +258,7 @@ class TierStep(
         return stable_json_spliced(_batch_material(batch), fixed)
 
     def describe(self, batch: TierBatch) -> BatchInfo:
-        return BatchInfo(query=batch.query, passage_ids=tuple(p.passage_id for p in batch.passages))
+        return passages_info(batch.query, batch.passages)
 
     def labels(self, value: TierBatchValue) -> Any:
         return {a.passage_id: a.tier for a in value.classifications}
@@ -271,11 +273,8 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
     return {
         "type": "object",
         "properties": {
-            "classifications": {
-                "type": "array",
-                "minItems": len(passage_ids),
-                "maxItems": len(passage_ids),
-                "items": {
+            "classifications": exact_array(
+                {
                     "type": "object",
                     "properties": {
                         "passage_id": {"type": "string", "enum": list(passage_ids)},
@@ -286,7 +285,8 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
                     "required": ["passage_id", "tier", "justification", "key_evidence_snippet"],
                     "additionalProperties": False,
                 },
-            },
+                len(passage_ids),
+            ),
             "tier_summary": {
                 "type": "object",
                 "properties": {scheme.count_key(n): {"type": "integer"} for n in scheme.names},
@@ -414,7 +414,7 @@ def _batch_material(batch: TierBatch) -> dict[str, Any]:
     """The part of a batch's cache material that is its own."""
     return {
         "query": batch.query.strip(),
-        "passages": [[p.passage_id, p.text] for p in batch.passages],
+        "passages": passage_pairs(batch.passages),
         "risk": batch.risk.value,
     }
 

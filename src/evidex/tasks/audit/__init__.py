@@ -13,11 +13,6 @@ What lives where:
 - :mod:`.steps`: :class:`AuditStep` (one pass), :class:`ExtractStep` then
   :class:`ClassifyStep` (two passes);
 - :mod:`.checks`: the semantic and lexical checks of a reply against its input.
-
-Like every task, this package is pure: it may import :mod:`evidex.types`,
-:mod:`evidex.errors`, :mod:`evidex.judging`, :mod:`evidex._text`, :mod:`evidex.taxonomy`, the
-rest of :mod:`evidex.tasks`, pydantic and the standard library; no I/O, harness or jobs. Other
-packages import the names below from here, not from the modules.
 """
 
 from evidex.tasks.audit.models import (

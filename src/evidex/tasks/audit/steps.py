@@ -42,8 +42,9 @@ from evidex.tasks.base import (
     Salvaged,
     StepBase,
     StepRequest,
-    passage_items,
-    passages_json,
+    exact_array,
+    passages_block,
+    passages_info,
     reply_list,
 )
 from evidex.types import Passage, RiskLevel
@@ -74,11 +75,7 @@ class _GradingMixin(StepBase[Any, ClaimsValue]):
     def _info(
         question: str | None, passages: Sequence[Passage], answer_id: str | None, **extra: Any
     ) -> BatchInfo:
-        return BatchInfo(
-            query=question or "",
-            passage_ids=tuple(p.passage_id for p in passages),
-            extra={"answer_id": answer_id, **extra},
-        )
+        return passages_info(question or "", passages, {"answer_id": answer_id, **extra})
 
     @staticmethod
     def _context_values(
@@ -91,7 +88,7 @@ class _GradingMixin(StepBase[Any, ClaimsValue]):
         ]
         return {
             "QUESTION": question or "(not given)",
-            "CONTEXT": passages_json(passage_items(passages))
+            "CONTEXT": passages_block(passages)
             if passages
             else "[] (no passages: the context is empty)",
             "SOURCE_METADATA": json.dumps(meta, ensure_ascii=False) if meta else "(none)",
@@ -281,12 +278,7 @@ class ClassifyStep(_GradingMixin, name="audit.classify", template=CLASSIFY_TEMPL
             schema={
                 "type": "object",
                 "properties": {
-                    "claims": {
-                        "type": "array",
-                        "minItems": len(batch.claims),
-                        "maxItems": len(batch.claims),
-                        "items": item,
-                    }
+                    "claims": exact_array(item, len(batch.claims)),
                 },
                 "required": ["claims"],
                 "additionalProperties": False,

@@ -16,11 +16,6 @@ with the tier prompt.
 Beside them: the prompt templates (:mod:`.prompts`), the values and batches (:mod:`.models`),
 the reply checks (:mod:`.checks`) and the justification flags (:mod:`.flags`). Orchestration
 (the cut to ``top_n``, windows, the comparison sort, metrics) is in :mod:`evidex.jobs.rerank`.
-
-Like every task, this package is pure: it may import :mod:`evidex.types`,
-:mod:`evidex.errors`, :mod:`evidex.judging`, :mod:`evidex._text`, :mod:`evidex.taxonomy`, the
-rest of :mod:`evidex.tasks`, pydantic and the standard library; no I/O, harness or jobs. Other
-packages import the names below from here, not from the modules.
 """
 
 from evidex.tasks.rerank.flags import flag_event, justification_flag

@@ -13,8 +13,7 @@ from evidex.tasks.base import (
     StepBase,
     StepRequest,
     count_ids,
-    passage_items,
-    passages_json,
+    exact_array,
     reply_list,
 )
 from evidex.tasks.rerank.checks import entry_errors, exclusions, id_errors, rank_errors, score_of
@@ -25,6 +24,7 @@ from evidex.tasks.rerank.models import (
     RerankBatchValue,
     batch_info,
     batch_material,
+    batch_values,
 )
 from evidex.tasks.rerank.prompts import RERANK_TEMPLATE
 
@@ -38,9 +38,7 @@ class RerankStep(StepBase[RerankBatch, RerankBatchValue], name="rerank", templat
     def request(self, batch: RerankBatch) -> StepRequest:
         ids = [p.passage_id for p in batch.passages]
         values = {
-            "QUERY": batch.query,
-            "PASSAGES": passages_json(passage_items(batch.passages)),
-            "COUNT": str(len(ids)),
+            **batch_values(batch.query, batch.passages),
             "ID_FROM_INPUT": "an id from the input",
         }
         return StepRequest(
@@ -130,11 +128,8 @@ def rank_schema(passage_ids: Sequence[str]) -> dict[str, Any]:
     return {
         "type": "object",
         "properties": {
-            "ranked_passages": {
-                "type": "array",
-                "minItems": len(passage_ids),
-                "maxItems": len(passage_ids),
-                "items": {
+            "ranked_passages": exact_array(
+                {
                     "type": "object",
                     "properties": {
                         "rank": {"type": "integer", "minimum": 1, "maximum": len(passage_ids)},
@@ -145,7 +140,8 @@ def rank_schema(passage_ids: Sequence[str]) -> dict[str, Any]:
                     "required": ["rank", "passage_id", "justification"],
                     "additionalProperties": False,
                 },
-            },
+                len(passage_ids),
+            ),
             "excluded": {
                 "type": "array",
                 "items": {

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from evidex.tasks.base import BatchInfo
+from evidex.tasks.base import BatchInfo, passage_pairs, passages_block, passages_info
 from evidex.types import Passage, Source
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "Strategy",
     "batch_info",
     "batch_material",
+    "batch_values",
 ]
 
 Strategy = Literal["allpairs", "pairwise", "listwise", "pointwise"]
@@ -109,14 +110,16 @@ def batch_material(query: str, passages: Sequence[Passage], strategy: str) -> di
     the strategy; the harness adds the prompt version and the judge."""
     return {
         "query": query.strip(),
-        "passages": [[p.passage_id, p.text] for p in passages],
+        "passages": passage_pairs(passages),
         "strategy": strategy,
     }
 
 
 def batch_info(query: str, passages: Sequence[Passage], strategy: str, flag: str) -> BatchInfo:
-    return BatchInfo(
-        query=query,
-        passage_ids=tuple(p.passage_id for p in passages),
-        extra={"strategy": strategy, "flag": flag},
-    )
+    return passages_info(query, passages, {"strategy": strategy, "flag": flag})
+
+
+def batch_values(query: str, passages: Sequence[Passage]) -> dict[str, str]:
+    """The prompt values a ranking and a scoring call share: the query, the passages and how
+    many there are (each prompt asks for an entry per passage)."""
+    return {"QUERY": query, "PASSAGES": passages_block(passages), "COUNT": str(len(passages))}

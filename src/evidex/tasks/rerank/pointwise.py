@@ -11,8 +11,7 @@ from evidex.tasks.base import (
     StepBase,
     StepRequest,
     count_ids,
-    passage_items,
-    passages_json,
+    exact_array,
     reply_list,
 )
 from evidex.tasks.rerank.checks import id_errors, score_of
@@ -22,6 +21,7 @@ from evidex.tasks.rerank.models import (
     ScoreBatchValue,
     batch_info,
     batch_material,
+    batch_values,
 )
 from evidex.tasks.rerank.prompts import SCORE_TEMPLATE
 
@@ -36,21 +36,13 @@ class ScoreStep(
 
     def request(self, batch: ScoreBatch) -> StepRequest:
         ids = [p.passage_id for p in batch.passages]
-        values = {
-            "QUERY": batch.query,
-            "PASSAGES": passages_json(passage_items(batch.passages)),
-            "COUNT": str(len(ids)),
-        }
         return StepRequest(
-            messages=self.template.render(values),
+            messages=self.template.render(batch_values(batch.query, batch.passages)),
             schema={
                 "type": "object",
                 "properties": {
-                    "scores": {
-                        "type": "array",
-                        "minItems": len(ids),
-                        "maxItems": len(ids),
-                        "items": {
+                    "scores": exact_array(
+                        {
                             "type": "object",
                             "properties": {
                                 "passage_id": {"type": "string", "enum": ids},
@@ -59,7 +51,8 @@ class ScoreStep(
                             },
                             "required": ["passage_id", "relevance_score"],
                         },
-                    }
+                        len(ids),
+                    )
                 },
                 "required": ["scores"],
             },
