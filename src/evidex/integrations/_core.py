@@ -13,7 +13,9 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
+
+from pydantic import AfterValidator
 
 from evidex.errors import InputError, MissingExtraError
 from evidex.jobs import Keep, definition, definitions, job_names, run_sync
@@ -21,7 +23,18 @@ from evidex.jobs import Keep, definition, definitions, job_names, run_sync
 if TYPE_CHECKING:
     from evidex.jobs import Documents, JobDefinition
 
-__all__ = ["GRADES_KEY", "Grade", "Grading", "adapted_job", "adapted_jobs", "require"]
+__all__ = [
+    "GRADES_KEY",
+    "AdaptedJob",
+    "AdapterFields",
+    "Grade",
+    "Grading",
+    "adapted_job",
+    "adapted_jobs",
+    "grading_of",
+    "require",
+    "run_options",
+]
 
 GRADES_KEY = "evidex"
 """The metadata key under which every adapter puts evidex's grades."""
@@ -114,6 +127,43 @@ def adapted_job(job: str) -> str:
     except InputError as exc:
         raise ValueError(str(exc)) from exc
     return job
+
+
+AdaptedJob = Annotated[str, AfterValidator(adapted_job)]
+"""The ``job`` field of a pydantic adapter: checked by :func:`adapted_job` when the adapter is
+made, so LangChain's and LlamaIndex's adapters refuse an unknown job with the same message."""
+
+
+class AdapterFields(Protocol):
+    """The fields the LangChain and LlamaIndex adapters both declare (read-only here)."""
+
+    @property
+    def job(self) -> str: ...
+    @property
+    def top_k(self) -> int | None: ...
+    @property
+    def policy(self) -> str: ...
+    @property
+    def token_budget(self) -> int: ...
+    @property
+    def judge(self) -> Any: ...
+    @property
+    def store(self) -> Any: ...
+    @property
+    def options(self) -> Mapping[str, Any]: ...
+
+
+def run_options(judge: Any, store: Any, options: Mapping[str, Any]) -> dict[str, Any]:
+    """The job call's keywords of an adapter: its ``judge`` and ``store``, then its own
+    ``options``, which win (every adapter merges them in this order)."""
+    return {"judge": judge, "store": store, **options}
+
+
+def grading_of(adapter: AdapterFields) -> Grading:
+    """The :class:`Grading` of an adapter whose fields are :class:`AdapterFields`: the mapping
+    of those fields onto a job call, written once for the frameworks that share them."""
+    options = run_options(adapter.judge, adapter.store, adapter.options)
+    return Grading(adapter.job, adapter.top_k, adapter.policy, adapter.token_budget, options)
 
 
 def _documents(job: str) -> tuple[JobDefinition[Any, Any, Any], Documents[Any]]:

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.integrations._core import Grade, Grading, require
+from evidex.integrations._core import Grade, Grading, require, run_options
 
 require("haystack", "evidex.integrations.haystack", "haystack")
 
@@ -64,7 +64,7 @@ class EvidexRanker:
         self.options = dict(options or {})
 
     def _grading(self, top_k: int | None) -> Grading:
-        options = {"judge": self.judge, "store": self.store, **self.options}
+        options = run_options(self.judge, self.store, self.options)
         return Grading("rerank", self.top_k if top_k is None else top_k, options=options)
 
     @component.output_types(documents=list[Document])
@@ -105,7 +105,7 @@ class EvidexTierFilter:
         self.options = dict(options or {})
 
     def _grading(self) -> Grading:
-        options = {"judge": self.judge, "store": self.store, **self.options}
+        options = run_options(self.judge, self.store, self.options)
         return Grading("tier", None, self.policy, self.token_budget, options)
 
     @component.output_types(documents=list[Document])

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.integrations._core import Grade, Grading, adapted_job, require
+from evidex.integrations._core import AdaptedJob, Grade, grading_of, require
 
 require("langchain_core", "evidex.integrations.langchain", "langchain")
 
 from langchain_core.callbacks import Callbacks  # noqa: E402
 from langchain_core.documents import BaseDocumentCompressor, Document  # noqa: E402
-from pydantic import ConfigDict, Field, field_validator  # noqa: E402
+from pydantic import ConfigDict, Field  # noqa: E402
 
 __all__ = ["EvidexCompressor"]
 
@@ -45,7 +45,7 @@ class EvidexCompressor(BaseDocumentCompressor):
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
-    job: str = "rerank"
+    job: AdaptedJob = "rerank"
     top_k: int | None = 3
     policy: str = "standard"
     token_budget: int = 4000
@@ -53,27 +53,18 @@ class EvidexCompressor(BaseDocumentCompressor):
     store: Any = None
     options: dict[str, Any] = Field(default_factory=dict)
 
-    @field_validator("job")
-    @classmethod
-    def _adapted(cls, job: str) -> str:
-        return adapted_job(job)
-
-    def _grading(self) -> Grading:
-        options = {"judge": self.judge, "store": self.store, **self.options}
-        return Grading(self.job, self.top_k, self.policy, self.token_budget, options)
-
     def compress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """The documents evidex keeps, best first, each with its grades."""
-        grades = self._grading().grade(query, [d.page_content for d in documents])
+        grades = grading_of(self).grade(query, [d.page_content for d in documents])
         return _graded(documents, grades)
 
     async def acompress_documents(
         self, documents: Sequence[Document], query: str, callbacks: Callbacks | None = None
     ) -> Sequence[Document]:
         """:meth:`compress_documents` on the running event loop."""
-        grades = await self._grading().agrade(query, [d.page_content for d in documents])
+        grades = await grading_of(self).agrade(query, [d.page_content for d in documents])
         return _graded(documents, grades)
 
 

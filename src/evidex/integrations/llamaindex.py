@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.integrations._core import GRADES_KEY, Grade, Grading, adapted_job, require
+from evidex.integrations._core import GRADES_KEY, AdaptedJob, Grade, grading_of, require
 
 require("llama_index.core", "evidex.integrations.llamaindex", "llamaindex")
 
-from llama_index.core.bridge.pydantic import Field, field_validator  # noqa: E402
+from llama_index.core.bridge.pydantic import Field  # noqa: E402
 from llama_index.core.postprocessor.types import BaseNodePostprocessor  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle  # noqa: E402
 
@@ -39,7 +39,7 @@ class EvidexPostprocessor(BaseNodePostprocessor):
     options (``strategy``, ``risk``, ``tiers``, ``settings``...).
     """
 
-    job: str = Field(default="rerank", description="a job the adapters run (adapted_jobs())")
+    job: AdaptedJob = Field(default="rerank", description="a job the adapters run (adapted_jobs())")
     top_k: int | None = Field(default=3, description="rerank: how many nodes to keep")
     policy: str = Field(default="standard", description="tier: strict, standard or broad")
     token_budget: int = Field(default=4000, description="tier: tokens of context to keep")
@@ -51,25 +51,16 @@ class EvidexPostprocessor(BaseNodePostprocessor):
     def class_name(cls) -> str:
         return "EvidexPostprocessor"
 
-    @field_validator("job")
-    @classmethod
-    def _adapted(cls, job: str) -> str:
-        return adapted_job(job)
-
-    def _grading(self) -> Grading:
-        options = {"judge": self.judge, "store": self.store, **self.options}
-        return Grading(self.job, self.top_k, self.policy, self.token_budget, options)
-
     def _postprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        grades = self._grading().grade(_query(query_bundle), _texts(nodes))
+        grades = grading_of(self).grade(_query(query_bundle), _texts(nodes))
         return _graded(nodes, grades)
 
     async def _apostprocess_nodes(
         self, nodes: list[NodeWithScore], query_bundle: QueryBundle | None = None
     ) -> list[NodeWithScore]:
-        grades = await self._grading().agrade(_query(query_bundle), _texts(nodes))
+        grades = await grading_of(self).agrade(_query(query_bundle), _texts(nodes))
         return _graded(nodes, grades)
 
 

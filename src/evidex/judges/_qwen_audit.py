@@ -25,22 +25,20 @@ a grade read from four probabilities for a written reading.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evidex._text import sha256_hex
 from evidex.judges._claim_evidence import (
     MAX_EVIDENCE,
     MIN_COSINE,
-    Embed,
     Evidence,
     EvidencePicker,
     split_claims,
 )
 from evidex.judges._qwen_score import model_reading
+from evidex.judges._scorer import ModelScorer, scoring_version
 from evidex.judging import AuditPayload, ClaimsPayload, ExtractPayload, Message, Payload
 from evidex.tasks.audit.checks import content_words, figures, number_errors, word_overlap_error
 
@@ -210,23 +208,19 @@ AUDIT_PAYLOADS: tuple[type[Payload], ...] = (ExtractPayload, ClaimsPayload, Audi
 """The payloads :class:`AuditScorer` answers."""
 
 
-SCORING_VERSION = sha256_hex(
-    json.dumps([GRADING_INSTRUCTIONS, QUESTIONS, str(Cuts()), MAX_EVIDENCE, MIN_COSINE])
-)[:12]
+SCORING_VERSION = scoring_version(
+    GRADING_INSTRUCTIONS, QUESTIONS, str(Cuts()), MAX_EVIDENCE, MIN_COSINE
+)
 """Changes with the grading prompts, the cut points or the evidence picking: a judge in
 scoring mode puts it in its fingerprint, so the cache never serves grades made otherwise."""
 
 
-class AuditScorer:
+class AuditScorer(ModelScorer[Grade, Cuts, Payload]):
     """Answers the audit's payloads (extract, claims, one pass) with code and one ``grade``
     call per claim; the replies are JSON in the steps' schemas, validated like any judge's."""
 
-    def __init__(self, grade: Grade, embed: Embed, *, cuts: Cuts | None = None, name: str) -> None:
-        self._grade = grade
-        self._embed = embed
-        self.cuts = cuts or Cuts()
-        self.name = name
-        """Who grades, for the explanations (``local:qwen``)."""
+    def default_cuts(self) -> Cuts:
+        return Cuts()
 
     def reply(self, payload: Payload) -> dict[str, Any]:
         """The reply to one audit payload."""
@@ -250,10 +244,6 @@ class AuditScorer:
             }
         raise TypeError(f"{self.name} scores audit payloads, not a {type(payload).__name__}")
 
-    def reply_text(self, payload: Payload) -> str:
-        """:meth:`reply` as the JSON text a judge answers with."""
-        return json.dumps(self.reply(payload), ensure_ascii=False)
-
     def graded(self, claim: str, evidence: Sequence[Evidence]) -> dict[str, Any]:
         """One claim's graded fields (everything but its id or text), given its candidate
         evidence (:meth:`EvidencePicker.pick`)."""
@@ -274,7 +264,7 @@ class AuditScorer:
                 contradicted=True,
                 contradicting_quote=sentence.text,
             )
-        probs = self._grade(claim, evidence)
+        probs = self.ask(claim, evidence)
         level = self.cuts.level(probs)
         shown = ", ".join(f"{c} {float(p):.2f}" for c, p in probs.items())
         why = model_reading(

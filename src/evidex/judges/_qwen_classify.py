@@ -24,14 +24,18 @@ mistakes a label read from Yes/No probabilities for a written reading.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec
 
-from evidex._text import sha256_hex
-from evidex.judges._claim_evidence import MAX_EVIDENCE, MIN_COSINE, Embed, Evidence, EvidencePicker
+from evidex.judges._claim_evidence import (
+    MAX_EVIDENCE,
+    MIN_COSINE,
+    Evidence,
+    EvidencePicker,
+)
 from evidex.judges._qwen_score import model_reading
+from evidex.judges._scorer import ModelScorer, scoring_version
 from evidex.judging import ClassifyPayload, Message
 from evidex.taxonomy import LabelDefinition
 
@@ -39,10 +43,14 @@ __all__ = [
     "CLASSIFY_SCORING_VERSION",
     "ClassifyCuts",
     "ClassifyScorer",
+    "Probabilities",
     "Yes",
     "label_prompt",
     "model_yes",
+    "prompted_yes",
 ]
+
+_P = ParamSpec("_P")
 
 Yes = Callable[[str, Sequence[Evidence], LabelDefinition], float]
 """``yes(input, evidence, label) -> P(the evidence shows the label holds for the input)``."""
@@ -86,43 +94,42 @@ Probabilities = Callable[[Sequence[Message], Sequence[str]], Mapping[str, float]
 (``QwenJudge.class_probabilities``)."""
 
 
-def model_yes(probabilities: Probabilities) -> Yes:
-    """The ``yes`` function of a model that rates candidate replies: P(Yes) renormalised over
-    Yes and No after :func:`label_prompt`."""
+def prompted_yes(
+    prompt: Callable[_P, list[Message]], probabilities: Probabilities
+) -> Callable[_P, float]:
+    """A ``yes`` function asking ``prompt``'s Yes/No question: P(Yes) renormalised over Yes and
+    No. Every scorer that reads a model's Yes/No through one prompt function asks it this way,
+    so the candidates and their order are written once."""
 
-    def yes(text: str, evidence: Sequence[Evidence], label: LabelDefinition) -> float:
-        return float(probabilities(label_prompt(text, evidence, label), ["Yes", "No"])["Yes"])
+    def yes(*args: _P.args, **kwargs: _P.kwargs) -> float:
+        return float(probabilities(prompt(*args, **kwargs), ["Yes", "No"])["Yes"])
 
     return yes
 
 
-CLASSIFY_SCORING_VERSION = sha256_hex(
-    json.dumps(
-        [
-            INSTRUCTIONS,
-            label_prompt("", (), LabelDefinition(name="L", description="d"))[1].content,
-            str(ClassifyCuts()),
-            MAX_EVIDENCE,
-            MIN_COSINE,
-        ]
-    )
-)[:12]
+def model_yes(probabilities: Probabilities) -> Yes:
+    """The ``yes`` function of a model that rates candidate replies: P(Yes) renormalised over
+    Yes and No after :func:`label_prompt`."""
+    return prompted_yes(label_prompt, probabilities)
+
+
+CLASSIFY_SCORING_VERSION = scoring_version(
+    INSTRUCTIONS,
+    label_prompt("", (), LabelDefinition(name="L", description="d"))[1].content,
+    str(ClassifyCuts()),
+    MAX_EVIDENCE,
+    MIN_COSINE,
+)
 """Changes with the prompt, the cut points or the evidence picking: a judge in scoring mode
 puts it in its fingerprint, so the cache never serves labels made otherwise."""
 
 
-class ClassifyScorer:
+class ClassifyScorer(ModelScorer[Yes, ClassifyCuts, ClassifyPayload]):
     """Answers a :class:`~evidex.judging.ClassifyPayload` with code and one ``yes`` call per
     label; the reply is JSON in the classify schema, validated like any judge's."""
 
-    def __init__(
-        self, yes: Yes, embed: Embed, *, cuts: ClassifyCuts | None = None, name: str
-    ) -> None:
-        self._yes = yes
-        self._embed = embed
-        self.cuts = cuts or ClassifyCuts()
-        self.name = name
-        """Who answers the Yes/No questions, for the rationales (``local:qwen``)."""
+    def default_cuts(self) -> ClassifyCuts:
+        return ClassifyCuts()
 
     def evidence(self, payload: ClassifyPayload) -> list[Evidence]:
         """The candidate sentences of the input, best first."""
@@ -132,7 +139,7 @@ class ClassifyScorer:
         self, payload: ClassifyPayload, evidence: Sequence[Evidence]
     ) -> dict[str, float]:
         """P(Yes) of each label, in taxonomy order (what the cut point is fitted on)."""
-        return {lb.name: self._yes(payload.input, evidence, lb) for lb in payload.labels}
+        return {lb.name: self.ask(payload.input, evidence, lb) for lb in payload.labels}
 
     def reply(self, payload: ClassifyPayload) -> dict[str, Any]:
         """The reply to one classify payload."""
@@ -145,10 +152,6 @@ class ClassifyScorer:
             )
         probs = self.probabilities(payload, evidence)
         return self.decide(payload, evidence, probs)
-
-    def reply_text(self, payload: ClassifyPayload) -> str:
-        """:meth:`reply` as the JSON text a judge answers with."""
-        return json.dumps(self.reply(payload), ensure_ascii=False)
 
     def decide(
         self, payload: ClassifyPayload, evidence: Sequence[Evidence], probs: Mapping[str, float]

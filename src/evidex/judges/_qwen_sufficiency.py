@@ -31,14 +31,18 @@ reads, like any other sentence.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidex._text import sha256_hex
-from evidex.judges._claim_evidence import MIN_COSINE, Embed, Evidence, EvidencePicker
+from evidex.judges._claim_evidence import (
+    MIN_COSINE,
+    Evidence,
+    EvidencePicker,
+)
+from evidex.judges._qwen_classify import Probabilities, prompted_yes
+from evidex.judges._scorer import ModelScorer, scoring_version
 from evidex.judging import Message
 from evidex.tasks.sufficiency import SufficiencyPayload
 
@@ -188,35 +192,21 @@ def sufficiency_prompt(query: str, shown: Sequence[Evidence], asked: Asked) -> l
     return [Message("system", INSTRUCTIONS), Message("user", user)]
 
 
-Probabilities = Callable[[Sequence[Message], Sequence[str]], Mapping[str, float]]
-"""``probabilities(messages, candidates) -> {candidate: probability}`` of a model's reply
-(``QwenJudge.class_probabilities``)."""
-
-
 def model_yes(probabilities: Probabilities) -> Yes:
     """The ``yes`` function of a model that rates candidate replies: P(Yes) renormalised over
     Yes and No after :func:`sufficiency_prompt`."""
-
-    def yes(query: str, shown: Sequence[Evidence], asked: Asked) -> float:
-        messages = sufficiency_prompt(query, shown, asked)
-        return float(probabilities(messages, ["Yes", "No"])["Yes"])
-
-    return yes
+    return prompted_yes(sufficiency_prompt, probabilities)
 
 
-SUFFICIENCY_SCORING_VERSION = sha256_hex(
-    json.dumps(
-        [
-            INSTRUCTIONS,
-            sufficiency_prompt("q", (), Asked("p", "part"))[1].content,
-            PASSAGE_QUESTION,
-            CONTEXT_QUESTION,
-            str(SufficiencyCuts()),
-            SENTENCES_PER_PART,
-            MIN_COSINE,
-        ]
-    )
-)[:12]
+SUFFICIENCY_SCORING_VERSION = scoring_version(
+    INSTRUCTIONS,
+    sufficiency_prompt("q", (), Asked("p", "part"))[1].content,
+    PASSAGE_QUESTION,
+    CONTEXT_QUESTION,
+    str(SufficiencyCuts()),
+    SENTENCES_PER_PART,
+    MIN_COSINE,
+)
 """Changes with the prompts, the cut points or the sentence picking: a judge in scoring mode
 puts it in its fingerprint, so the cache never serves verdicts made otherwise."""
 
@@ -229,18 +219,12 @@ class _Picked:
     """Each part's picks, best first."""
 
 
-class SufficiencyScorer:
+class SufficiencyScorer(ModelScorer[Yes, SufficiencyCuts, SufficiencyPayload]):
     """Answers a :class:`~evidex.tasks.sufficiency.SufficiencyPayload` with code and Yes/No
     questions; the reply is JSON in the sufficiency schema, validated like any judge's."""
 
-    def __init__(
-        self, yes: Yes, embed: Embed, *, cuts: SufficiencyCuts | None = None, name: str
-    ) -> None:
-        self._yes = yes
-        self._embed = embed
-        self.cuts = cuts or SufficiencyCuts()
-        self.name = name
-        """Who answers the Yes/No questions (``local:qwen``)."""
+    def default_cuts(self) -> SufficiencyCuts:
+        return SufficiencyCuts()
 
     def pick(self, payload: SufficiencyPayload, parts: Sequence[str]) -> _Picked:
         """The sentences shown: the closest ones to the question and to each part."""
@@ -267,12 +251,12 @@ class SufficiencyScorer:
         single = len(parts) == 1
         per: dict[str, dict[str, float]] = {
             part: {
-                pid: self._yes(payload.query, picked.shown, Asked(pid, None if single else part))
+                pid: self.ask(payload.query, picked.shown, Asked(pid, None if single else part))
                 for pid in pids
             }
             for part in parts
         }
-        context = self._yes(payload.query, picked.shown, Asked(None, None))
+        context = self.ask(payload.query, picked.shown, Asked(None, None))
         return Readings(tuple(parts), per, context), picked
 
     def reply(self, payload: SufficiencyPayload) -> dict[str, Any]:
@@ -287,10 +271,6 @@ class SufficiencyScorer:
                 "missing": ["any passage text (the context is empty)"],
             }
         return self.decide(readings, picked)
-
-    def reply_text(self, payload: SufficiencyPayload) -> str:
-        """:meth:`reply` as the JSON text a judge answers with."""
-        return json.dumps(self.reply(payload), ensure_ascii=False)
 
     def decide(self, readings: Readings, picked: _Picked) -> dict[str, Any]:
         """The reply for given readings (pure: no model call)."""
