@@ -158,12 +158,37 @@ def test_a_confirms_the_judges_grade(served: tuple[SqlStore, Items, str, Any], j
         assert _picked(page) == ["claim_0=fully_supported", "claim_1=inferred"]
         page.click("form.decision button[type=submit]")
         assert "Choose the verdict" in page.inner_text("#missing")
-        page.check('input[name="verdict"][value="publish"]')
+        page.locator("h1").click()
+        page.keyboard.press("1")  # publish, from the keyboard too
     page.click("#note")
     page.keyboard.press("Control+Enter")
     page.wait_for_selector(f"text=Resolved item {item}.")
     decision = store.get_review(item)["decision"]
     assert (json.loads(decision) if job == "audit" else decision) == CONFIRMED[job]
+
+
+@pytest.mark.parametrize(("job", "route"), ROUTES)
+def test_every_verdict_has_a_key_that_chooses_it(
+    served: tuple[SqlStore, Items, str, Any], job: str, route: str
+) -> None:
+    _, items, base, page = served
+    page.goto(f"{base}/ui/item/{items[job, route]}")
+    radios = page.locator('form.decision input[name="verdict"]')
+    assert radios.count() >= 2
+    keyed: dict[str, str] = {}
+    for i in range(radios.count()):
+        radio = radios.nth(i)
+        key, value = radio.get_attribute("data-key"), radio.get_attribute("value") or ""
+        judge = radio.get_attribute("data-judge") is not None
+        assert key or judge, f"{job} {route}: the verdict {value!r} has no key"
+        if key:
+            assert key not in keyed, f"{job}: {key!r} chooses both {keyed[key]!r} and {value!r}"
+            keyed[key] = value
+    for key, value in keyed.items():
+        page.locator("h1").click()  # nothing focused
+        page.keyboard.press(key)
+        assert page.locator(f'input[name="verdict"][value="{value}"]').is_checked(), (job, key)
+        assert f"<kbd>{key}</kbd>" in page.inner_html("form.decision")
 
 
 def test_a_in_a_focused_field_replaces_the_choice_there_only(
