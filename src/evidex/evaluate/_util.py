@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from evidex._text import sha256_hex
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
+from evidex.evaluate.plots import excerpt
 
 __all__ = [
     "align_rows",
@@ -126,6 +127,19 @@ def label_agreement(
         "confusion": {"labels": columns, "matrix": matrix.tolist()},
         "per_label": {label: prf_dict(v) for label, v in per_label.items() if label in labels},
     }
+
+
+def confident_first(misses: Sequence[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The disagreements of a labelled report, the most confident first (a confident wrong
+    answer is the costly kind; one without a confidence comes last; ties keep input order),
+    at most ``limit``. Each entry holds its ``confidence`` and the ``input`` it was given,
+    which is shown as an excerpt (a report lists the item, it does not reprint it)."""
+
+    def key(entry: Mapping[str, Any]) -> float:
+        confidence = float(entry["confidence"])
+        return 1.0 if math.isnan(confidence) else -confidence
+
+    return [{**e, "input": excerpt(e["input"], 300)} for e in sorted(misses, key=key)[:limit]]
 
 
 def source_counts(rows: Sequence[Mapping[str, Any]], what: str) -> tuple[dict[str, int], list[str]]:

@@ -43,12 +43,7 @@ import numpy as np
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
-from evidex.evaluate._util import (
-    joint_version,
-    prf_dict,
-    provenance,
-    source_counts,
-)
+from evidex.evaluate._util import joint_version, prf_dict, provenance, source_counts
 from evidex.evaluate.datasets import AUDIT_TO_WICE, WICE_LABELS, wice_audit
 from evidex.evaluate.golden import AUDIT_CLASSES, AuditGolden, load_golden
 from evidex.evaluate.layouts import Layout

@@ -34,7 +34,7 @@ from evidex._text import contains_verbatim, extract_json_object
 from evidex.errors import ConfigError, InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
-from evidex.evaluate._util import label_agreement, provenance, source_counts
+from evidex.evaluate._util import confident_first, label_agreement, provenance, source_counts
 from evidex.evaluate.datasets import (
     SCIFACT_CONSTRAINTS,
     SCIFACT_LABELS,
@@ -43,13 +43,7 @@ from evidex.evaluate.datasets import (
 )
 from evidex.evaluate.golden import ClassifyGolden, load_golden
 from evidex.evaluate.layouts import Layout
-from evidex.evaluate.plots import (
-    agreement_sections,
-    excerpt,
-    fmt_interval,
-    fmt_value,
-    measure_table,
-)
+from evidex.evaluate.plots import agreement_sections, fmt_interval, fmt_value, measure_table
 from evidex.evaluate.registry import EvalOptions
 from evidex.jobs.classify import ClassifyResult, aclassify
 from evidex.tasks.classify import CLASSIFY_TEMPLATE
@@ -299,27 +293,24 @@ def _rationale(result: ClassifyResult) -> str:
 def _worst(
     records: Sequence[ClassifyGolden], aligned: Sequence[Mapping[str, Any]], limit: int
 ) -> list[dict[str, Any]]:
-    """Disagreements, the most confident first (a confident wrong label is the costly kind)."""
+    """Disagreements, the most confident first (see :func:`confident_first`)."""
     off = []
-    for i, (record, row) in enumerate(zip(records, aligned, strict=True)):
+    for record, row in zip(records, aligned, strict=True):
         labels = _label_list(row)
         if set(labels) != set(record.labels):
             confidence = row.get("confidence") or {}
-            top = max((float(v) for v in confidence.values()), default=math.nan)
-            off.append((1.0 if math.isnan(top) else -top, i, record, row, labels, top))
-    off.sort(key=lambda x: (x[0], x[1]))
-    return [
-        {
-            "id": record.id,
-            "golden": list(record.labels),
-            "judge": labels,
-            "confidence": top,
-            "rationale": str(row.get("rationale") or "(none given)"),
-            "source": str(row.get("source", "unknown")),
-            "input": excerpt(record.input, 300),
-        }
-        for _, _, record, row, labels, top in off[:limit]
-    ]
+            off.append(
+                {
+                    "id": record.id,
+                    "golden": list(record.labels),
+                    "judge": labels,
+                    "confidence": max((float(v) for v in confidence.values()), default=math.nan),
+                    "rationale": str(row.get("rationale") or "(none given)"),
+                    "source": str(row.get("source", "unknown")),
+                    "input": record.input,
+                }
+            )
+    return confident_first(off, limit)
 
 
 def _worst_line(w: Mapping[str, Any]) -> str:

@@ -45,16 +45,10 @@ from typing import Any
 from evidex.errors import InputError
 from evidex.evaluate import metrics as m
 from evidex.evaluate._base import GoldenEvaluator, Prediction, Scoring
-from evidex.evaluate._util import label_agreement, provenance, source_counts
+from evidex.evaluate._util import confident_first, label_agreement, provenance, source_counts
 from evidex.evaluate.golden import SufficiencyGolden, load_golden
 from evidex.evaluate.layouts import Layout
-from evidex.evaluate.plots import (
-    agreement_sections,
-    excerpt,
-    fmt_interval,
-    fmt_value,
-    measure_table,
-)
+from evidex.evaluate.plots import agreement_sections, fmt_interval, fmt_value, measure_table
 from evidex.evaluate.registry import EvalOptions
 from evidex.jobs.sufficiency import SufficiencyPolicy, asufficiency, decide
 from evidex.tasks.sufficiency import SUFFICIENCY_TEMPLATE, SufficiencyValue
@@ -273,26 +267,25 @@ class SufficiencyEvaluator(GoldenEvaluator[SufficiencyGolden]):
 def _worst(
     records: Sequence[SufficiencyGolden], aligned: Sequence[Mapping[str, Any]], limit: int
 ) -> list[dict[str, Any]]:
-    """Wrong verdicts, the most confident first (a confident wrong verdict is the costly
-    kind: it answers from passages that lack the answer, or abstains when they hold it)."""
+    """Wrong verdicts, the most confident first (see :func:`confident_first`): a confident
+    wrong verdict answers from passages that lack the answer, or abstains when they hold it."""
     off = []
-    for i, (record, row) in enumerate(zip(records, aligned, strict=True)):
+    for record, row in zip(records, aligned, strict=True):
         sufficient, confidence = _verdict(row)
         if sufficient != record.sufficient:
-            off.append((-confidence, i, record, row, sufficient, confidence))
-    off.sort(key=lambda x: (x[0], x[1]))
-    return [
-        {
-            "id": record.id,
-            "golden": _label(record.sufficient),
-            "judge": _label(sufficient),
-            "confidence": confidence,
-            "missing": "; ".join(str(x) for x in row.get("missing") or []) or "(none given)",
-            "source": str(row.get("source", "unknown")),
-            "input": excerpt(record.question, 300),
-        }
-        for _, _, record, row, sufficient, confidence in off[:limit]
-    ]
+            missing = "; ".join(str(x) for x in row.get("missing") or [])
+            off.append(
+                {
+                    "id": record.id,
+                    "golden": _label(record.sufficient),
+                    "judge": _label(sufficient),
+                    "confidence": confidence,
+                    "missing": missing or "(none given)",
+                    "source": str(row.get("source", "unknown")),
+                    "input": record.question,
+                }
+            )
+    return confident_first(off, limit)
 
 
 def _worst_line(w: Mapping[str, Any]) -> str:

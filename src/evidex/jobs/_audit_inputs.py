@@ -14,8 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import InputError
 from evidex.jobs._audit_policy import AuditPolicy
-from evidex.jobs._common import RISK_HELP
-from evidex.jobs._definition import JobOptions
+from evidex.jobs._definition import RiskOptions
 from evidex.jobs._fields import Flag, Wire
 from evidex.preflight import require_text
 from evidex.types import Passage, RiskLevel
@@ -49,7 +48,7 @@ class AuditOptions(TypedDict, total=False):
     claims_per_batch: int
 
 
-class AuditOptionsModel(JobOptions):
+class AuditOptionsModel(RiskOptions):
     """The audit job's own options: the library call, ``evidex audit``, ``evidex bulk audit``
     and ``POST /audit`` all read them from here."""
 
@@ -60,7 +59,6 @@ class AuditOptionsModel(JobOptions):
             "it extracts claims first, then classifies them in batches."
         ),
     ] = "one-pass"
-    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
     policy: Annotated[
         AuditPolicy | None,
         Flag(expand=True),

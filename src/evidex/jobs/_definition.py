@@ -29,16 +29,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import InputError
-from evidex.jobs._common import RUN_KEYS, harness_for
+from evidex.jobs._common import RISK_HELP, RUN_KEYS, harness_for
 from evidex.jobs._documents import Documents
 from evidex.jobs._evaluation import Evaluation
 from evidex.jobs._fields import Flag, Wire, field_flag, field_wire
 from evidex.jobs._review import GENERIC, ReviewKind
+from evidex.types import RiskLevel
 
 if TYPE_CHECKING:
     from evidex.harness.job import JobSpec
@@ -74,6 +75,13 @@ class JobOptions(BaseModel):
     def values(self) -> dict[str, Any]:
         """The options as the job's keywords (typed values, not dumps)."""
         return {name: getattr(self, name) for name in type(self).model_fields}
+
+
+class RiskOptions(JobOptions):
+    """A job's options, starting with the one every job has, declared once: how costly a
+    wrong judgment is, which sets how many results go to human review."""
+
+    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
 
 
 def validation_message(exc: ValidationError) -> str:

@@ -34,8 +34,8 @@ from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._classify_review import REVIEW as CLASSIFY_REVIEW
 from evidex.jobs._classify_review import ClassifyAnswer, ClassifyReview, LabelGrade
-from evidex.jobs._common import RISK_HELP, RunOptions, prompt_template, sync_of
-from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext, Wire
+from evidex.jobs._common import RunOptions, prompt_template, sync_of
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext, Wire
 from evidex.jobs._suspects import Suspects
 from evidex.judging import Judge
 from evidex.loaders import load_classify_examples
@@ -111,7 +111,7 @@ TaxonomyField = Annotated[
 ]
 
 
-class ClassifyOptionsModel(JobOptions):
+class ClassifyOptionsModel(RiskOptions):
     """The classify job's own options: the library call, ``evidex classify``, ``evidex bulk
     classify`` and ``POST /classify`` all read them from here."""
 
@@ -128,7 +128,6 @@ class ClassifyOptionsModel(JobOptions):
         Flag(metavar="X"),
         Field(ge=0.0, le=1.0, description="Labels with a lower confidence go to review."),
     ] = DEFAULT_THRESHOLD
-    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
     multi_label: Annotated[
         bool, Field(description="Allow several labels (default: at most one).")
     ] = False

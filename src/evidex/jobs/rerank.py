@@ -21,8 +21,8 @@ from pydantic import BaseModel, Field, model_validator
 from evidex.harness.budget import passage_limit
 from evidex.harness.job import JobResult, JobRun, MergedIsResult, Plan
 from evidex.harness.ports import ReviewRequest
-from evidex.jobs._common import RISK_HELP, QueryInput, RunOptions, prompt_template, sync_of
-from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._common import QueryInput, RunOptions, prompt_template, sync_of
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext
 from evidex.jobs._rank_algos import kendall_tau_distance
 from evidex.jobs._rerank_documents import RERANK_DOCUMENTS
 from evidex.jobs._rerank_grounding import Grounding, check_grounding
@@ -32,13 +32,7 @@ from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.jobs._suspects import Suspects
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
-from evidex.preflight import (
-    Prepared,
-    coerce_passages,
-    passage_of,
-    prepare_passages,
-    require_text,
-)
+from evidex.preflight import Prepared, coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import RankedPassage
 from evidex.types import Event, Passage, PassageLike, RiskLevel, Source
@@ -86,7 +80,7 @@ class RerankOptions(TypedDict, total=False):
 Strategy = Literal["allpairs", "pairwise", "listwise", "pointwise"]
 
 
-class RerankOptionsModel(JobOptions):
+class RerankOptionsModel(RiskOptions):
     """The rerank job's own options: the library call, ``evidex rerank``, ``evidex bulk
     rerank`` and ``POST /rerank`` all read them from here."""
 
@@ -127,7 +121,6 @@ class RerankOptionsModel(JobOptions):
             "tier prompt on the top-k); a query they do not answer gets a review item."
         ),
     ] = False
-    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
 
     @model_validator(mode="after")
     def _window_moves(self) -> RerankOptionsModel:

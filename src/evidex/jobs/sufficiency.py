@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from evidex.harness.job import JobResult, JobRun, MergedIsResult, Plan
 from evidex.harness.ports import ReviewRequest
 from evidex.jobs._common import (
-    RISK_HELP,
     QueryInput,
     QueryPassages,
     RunOptions,
@@ -27,7 +26,7 @@ from evidex.jobs._common import (
     prompt_template,
     sync_of,
 )
-from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext
 from evidex.jobs._sufficiency_documents import SUFFICIENCY_DOCUMENTS
 from evidex.jobs._sufficiency_review import REVIEW, SufficiencyReview
 from evidex.jobs._suspects import Suspects
@@ -113,11 +112,10 @@ class SufficiencyOptions(TypedDict, total=False):
     policy: SufficiencyPolicy | None
 
 
-class SufficiencyOptionsModel(JobOptions):
+class SufficiencyOptionsModel(RiskOptions):
     """The sufficiency job's own options: the library call, ``evidex sufficiency``, ``evidex
     bulk sufficiency`` and ``POST /sufficiency`` all read them from here."""
 
-    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
     policy: Annotated[
         SufficiencyPolicy | None,
         Flag(expand=True),

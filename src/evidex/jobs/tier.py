@@ -22,7 +22,6 @@ from evidex.harness.routing import sampled
 from evidex.harness.staged import staged
 from evidex.jobs._cascade import CascadeReport, CheapScoreStep, cascade_tiers
 from evidex.jobs._common import (
-    RISK_HELP,
     QueryInput,
     QueryPassages,
     RunOptions,
@@ -30,7 +29,7 @@ from evidex.jobs._common import (
     prompt_template,
     sync_of,
 )
-from evidex.jobs._definition import Evaluation, Flag, JobDefinition, JobOptions, SpecContext
+from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext
 from evidex.jobs._suspects import Suspects
 from evidex.jobs._tier_documents import TIER_DOCUMENTS
 from evidex.jobs._tier_review import REVIEW as TIER_REVIEW
@@ -49,13 +48,7 @@ from evidex.tasks.tier import (
     TierExample,
     TierStep,
 )
-from evidex.types import (
-    DEFAULT_TIERS,
-    Passage,
-    PassageLike,
-    RiskLevel,
-    TierScheme,
-)
+from evidex.types import DEFAULT_TIERS, Passage, PassageLike, RiskLevel, TierScheme
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -95,7 +88,7 @@ class TierOptions(TypedDict, total=False):
     review_sample_rate: float
 
 
-class TierOptionsModel(JobOptions):
+class TierOptionsModel(RiskOptions):
     """The tier job's own options: the library call, ``evidex tier``, ``evidex bulk tier`` and
     ``POST /tier`` all read them from here."""
 
@@ -116,7 +109,6 @@ class TierOptionsModel(JobOptions):
             "tiers, none for custom tiers."
         ),
     ] = None
-    risk: Annotated[RiskLevel, Field(description=RISK_HELP)] = RiskLevel.LOW
     batch_size: Annotated[
         int,
         Flag("--batch-size", metavar="N"),

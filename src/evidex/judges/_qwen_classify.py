@@ -28,12 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
-from evidex.judges._claim_evidence import (
-    MAX_EVIDENCE,
-    MIN_COSINE,
-    Evidence,
-    EvidencePicker,
-)
+from evidex.judges._claim_evidence import MAX_EVIDENCE, MIN_COSINE, Evidence, EvidencePicker
 from evidex.judges._qwen_score import model_reading
 from evidex.judges._scorer import ModelScorer, scoring_version
 from evidex.judging import ClassifyPayload, Message

@@ -36,11 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from evidex.judges._claim_evidence import (
-    MIN_COSINE,
-    Evidence,
-    EvidencePicker,
-)
+from evidex.judges._claim_evidence import MIN_COSINE, Evidence, EvidencePicker
 from evidex.judges._qwen_classify import Probabilities, prompted_yes
 from evidex.judges._scorer import ModelScorer, scoring_version
 from evidex.judging import Message
