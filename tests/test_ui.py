@@ -426,8 +426,32 @@ def test_item_page_shows_why_grades_and_each_attempt(client: TestClient, store: 
     assert "what does aspirin do?" in page
     assert 'data-key="1"' in page and 'data-key="4"' in page  # keys 1-4 choose a tier
     assert "<kbd>Ctrl</kbd>+<kbd>Enter</kbd>" in page  # the legend
-    assert '<script src="/ui/static/ui.js"' in page and "<script>" not in page
+    assert '<script src="/ui/static/ui.js?v=' in page and "<script>" not in page
     assert client.get("/ui/static/ui.js").status_code == 200
+
+
+def test_the_script_and_style_are_cached_by_version_and_pages_never(
+    client: TestClient, store: SqlStore, tmp_path: Path
+) -> None:
+    from evidex.service.ui import static_version
+
+    logged_in(client, store)
+    page = client.get("/ui/")
+    assert page.headers["cache-control"] == "no-store"  # pages hold data: never kept
+    version = re.search(r'src="/ui/static/ui\.js\?v=([0-9a-f]{12})"', page.text)
+    assert version is not None and f"ui.css?v={version[1]}" in page.text
+    script = client.get(f"/ui/static/ui.js?v={version[1]}")
+    assert script.status_code == 200
+    assert script.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert client.get("/ui/static/nothing.js").headers["cache-control"] == "no-store"
+    # the version follows the files' content, so a changed script is fetched anew
+    static = tmp_path / "static"
+    static.mkdir()
+    (static / "ui.js").write_text("one", "utf-8")
+    before = static_version(static)
+    assert static_version(static) == before
+    (static / "ui.js").write_text("two", "utf-8")
+    assert static_version(static) != before
 
 
 def test_reason_kinds_group_sentences() -> None:

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import hmac
 import secrets
 from collections.abc import Mapping
@@ -72,6 +73,28 @@ def _safe_next(target: str | None) -> str:
     return "/ui/"
 
 
+def static_version(directory: Path) -> str:
+    """A digest of the UI's script and style sheet: the pages name them with it, so a
+    browser may keep them (see :class:`CachedStatic`) and still fetches them anew once they
+    change."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in directory.iterdir() if p.is_file()):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class CachedStatic(StaticFiles):
+    """The UI's static files, cacheable: they hold no data (every page stays ``no-store``),
+    and the pages ask for them by :func:`static_version`, so a reviewer's browser fetches them
+    once, not again with every item."""
+
+    async def get_response(self, path: str, scope: Any) -> Response:
+        response = await super().get_response(path, scope)
+        if response.status_code == 200:
+            response.headers["Cache-Control"] = "public, max-age=31536000, immutable"
+        return response
+
+
 def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
     """Add the review UI to the service's app (its store and gate are on ``app.state``).
     ``reports``: where ``evidex calibrate`` wrote its records, for the staleness banner."""
@@ -82,6 +105,7 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True)
     env.filters["when"] = lambda d: d.strftime("%Y-%m-%d %H:%M UTC") if d else ""
     env.filters["qs"] = lambda m: urlencode({k: v for k, v in m.items() if v})
+    env.globals["static_version"] = static_version(HERE / "static")
 
     def render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         session = getattr(request.state, "session", None)
@@ -102,7 +126,7 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
         return render(request, "error.html", exc.status, title=title, message=exc.message)
 
     app.add_exception_handler(_PageError, _page_error)
-    app.mount("/ui/static", StaticFiles(directory=HERE / "static"), name="ui-static")
+    app.mount("/ui/static", CachedStatic(directory=HERE / "static"), name="ui-static")
 
     async def caller(request: Request) -> Principal:
         """The reviewer of a page (a session cookie; never a key in the URL)."""
