@@ -22,6 +22,7 @@ from evidex.jobs._review import (
     VERDICTS,
     ExportContext,
     FormFields,
+    JudgedPassage,
     PassageGrade,
     ReviewKind,
     ReviewPayload,
@@ -45,12 +46,12 @@ class GroundingCheck(_Lenient):
     source: str | None = None
 
 
-class RankedRef(_Lenient):
-    passage_id: str = ""
+class RankedRef(JudgedPassage):
+    """A passage of a stored ranking, scores or comparison, by id (its tier: the grounding
+    check's)."""
+
     rank: int | None = None
     relevance_score: float | None = None
-    justification: str | None = None
-    tier: str | None = None
 
 
 class RerankFallbackValue(_Lenient):

@@ -28,6 +28,7 @@ __all__ = [
     "VERDICTS",
     "ExportContext",
     "FormFields",
+    "JudgedPassage",
     "PassageGrade",
     "ReviewKind",
     "ReviewPassage",
@@ -46,6 +47,15 @@ class _Lenient(BaseModel):
     """Stored JSON read back: unknown keys kept (newer or older writers), nothing required."""
 
     model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class JudgedPassage(_Lenient):
+    """One passage as a judge's stored value names it: its id, and the tier and justification
+    when the value gave them (a tier grade, a ranked passage)."""
+
+    passage_id: str = ""
+    tier: str | None = None
+    justification: str | None = None
 
 
 class ReviewPassage(_Lenient):

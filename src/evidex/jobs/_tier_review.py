@@ -20,6 +20,7 @@ from evidex.jobs._review import (
     VERDICTS,
     ExportContext,
     FormFields,
+    JudgedPassage,
     Pair,
     PassageGrade,
     ReviewKind,
@@ -35,12 +36,9 @@ from evidex.types import DEFAULT_TIERS
 __all__ = ["REVIEW", "TierGrade", "TierReview"]
 
 
-class TierGrade(_Lenient):
+class TierGrade(JudgedPassage):
     """One passage's tier, as the judge (or the fallback) gave it."""
 
-    passage_id: str = ""
-    tier: str | None = None
-    justification: str | None = None
     key_evidence_snippet: str | None = None
     confidence: float | None = None
     source: str | None = None
