@@ -20,6 +20,7 @@ from evidex.jobs._review import (
     VERDICTS,
     ExportContext,
     FormFields,
+    FormVerdict,
     Pair,
     ReviewKind,
     ReviewPayload,
@@ -27,7 +28,6 @@ from evidex.jobs._review import (
     missing_choice,
     short,
 )
-from evidex.jobs._review_common import FormVerdict
 
 __all__ = ["REVIEW", "ClassifyReview", "LabelGrade"]
 

@@ -22,6 +22,7 @@ from evidex.jobs._review import (
     VERDICTS,
     ExportContext,
     FormFields,
+    FormVerdict,
     JudgedPassage,
     PassageGrade,
     ReviewKind,
@@ -30,7 +31,6 @@ from evidex.jobs._review import (
     missing_choice,
     short,
 )
-from evidex.jobs._review_common import FormVerdict
 
 __all__ = ["REVIEW", "RerankReview"]
 

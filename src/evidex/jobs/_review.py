@@ -28,6 +28,7 @@ __all__ = [
     "VERDICTS",
     "ExportContext",
     "FormFields",
+    "FormVerdict",
     "JudgedPassage",
     "PassageGrade",
     "ReviewKind",
@@ -261,6 +262,30 @@ def missing_choice(field: str, allowed: str = "") -> InputError:
         + (f" ({allowed})" if allowed else "")
         + "; nothing was recorded"
     )
+
+
+@dataclass(frozen=True)
+class FormVerdict:
+    """How a payload's form turns into a verdict: ``own`` is the verdict of a form that holds
+    the reviewer's own answer (labels ticked, ranks typed) with the verdict left empty;
+    ``choose`` is what a form without any choice must choose, and how (see
+    :func:`missing_choice`); ``nothing_to_accept`` says why ``accept`` is refused on an item
+    that holds nothing of the judge's to confirm."""
+
+    own: str
+    choose: tuple[str, str]
+    nothing_to_accept: str
+
+    def resolve(self, verdict: str, *, entered: bool, can_accept: bool) -> str:
+        """The verdict a submitted form stands for; :class:`InputError` when it stands for
+        none (no choice), or accepts what is no judgment (a fallback's value)."""
+        if not verdict and entered:
+            verdict = self.own
+        if not verdict:
+            raise missing_choice(*self.choose)
+        if verdict == "accept" and not can_accept:
+            raise InputError(self.nothing_to_accept)
+        return verdict
 
 
 def short(values: Sequence[str], limit: int = 10) -> str:
