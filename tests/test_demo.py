@@ -90,6 +90,8 @@ def as_author(example: DemoExample = DEMO) -> Callable[[JudgeRequest], dict[str,
                 for pid, tier in example.expected_tiers.items()
             }
             return tier_reply(request, **overrides)
+        if request.job == "sufficiency":
+            return _checked(example, payload)
         if request.job == "audit":
             context = {p.passage_id: p.text for p in payload.passages}
             return {"claims": [_graded(c, by_claim[c.claim_text], context) for c in payload.claims]}
@@ -116,6 +118,27 @@ def as_author(example: DemoExample = DEMO) -> Callable[[JudgeRequest], dict[str,
     return reply
 
 
+def _checked(example: DemoExample, payload: Any) -> dict[str, Any]:
+    """The author's verdict on a demo question: the example's own is answered by the context,
+    the other is not."""
+    if payload.query != example.query:
+        return {
+            "sufficient": False,
+            "confidence": 0.9,
+            "supporting_passage_ids": [],
+            "key_quotes": [],
+            "missing": ["what the kubelet reserves"],
+        }
+    first = payload.passages[0]
+    return {
+        "sufficient": True,
+        "confidence": 0.9,
+        "supporting_passage_ids": [first.passage_id],
+        "key_quotes": [{"passage_id": first.passage_id, "quoted_text": first.text.split(".")[0]}],
+        "missing": [],
+    }
+
+
 def _graded(item: ClaimText, planted: Any, context: dict[str, str]) -> dict[str, Any]:
     cited = [pid for pid in planted.evidence if pid in context]
     level = planted.expected if cited or planted.expected == "unsupported" else "unsupported"
@@ -137,13 +160,14 @@ def _graded(item: ClaimText, planted: Any, context: dict[str, str]) -> dict[str,
 @pytest.fixture
 def author_judges() -> dict[str, ScriptedJudge]:
     reply = as_author()
-    return {job: ScriptedJudge([reply] * 4) for job in ("rerank", "tier", "audit", "classify")}
+    jobs = ("rerank", "tier", "sufficiency", "audit", "classify")
+    return {job: ScriptedJudge([reply] * 4) for job in jobs}
 
 
 # ---------------------------------------------------------------------------- library
 
 
-def test_run_demo_chains_the_four_jobs(author_judges: dict[str, ScriptedJudge]) -> None:
+def test_run_demo_chains_the_jobs(author_judges: dict[str, ScriptedJudge]) -> None:
     notes: list[str] = []
     result = run_demo(
         author_judges, on_step=lambda n: notes.append(f"{n.index} {n.step} {n.status}")
@@ -184,15 +208,27 @@ def test_run_demo_chains_the_four_jobs(author_judges: dict[str, ScriptedJudge]) 
         "2 tier done",
         "3 select_context start",
         "3 select_context done",
-        "4 audit start",
-        "4 audit done",
-        "5 classify start",
-        "5 classify done",
+        "4 sufficiency start",
+        "4 sufficiency done",
+        "5 audit start",
+        "5 audit done",
+        "6 classify start",
+        "6 classify done",
+    ]
+    # the check before generating: the example's question over the selected context
+    # suffices, the other one does not
+    checked = result.parts["sufficiency"]
+    assert [c.judged for c in checked.cases] == ["sufficient", "insufficient"]
+    assert checked.agreement() == (2, 2)
+    asked = author_judges["sufficiency"].requests
+    assert [p.passage_id for p in asked[0].payload.passages] == [
+        i.passage_id for i in context.items
     ]
     assert [t.step for t in result.timings] == [
         "rerank",
         "tier",
         "select_context",
+        "sufficiency",
         "audit",
         "classify",
     ]
@@ -225,7 +261,7 @@ def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_cli_prints_each_section_and_writes_the_json_next_to_it(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], scripted: Callable[..., list[ScriptedJudge]]
 ) -> None:
-    scripted(*[as_author()] * 8)
+    scripted(*[as_author()] * 10)
     code, out, err = run(capsys, "demo", "--judge", "scripted")
     assert code == 0, err
 
@@ -233,8 +269,9 @@ def test_cli_prints_each_section_and_writes_the_json_next_to_it(
         "1 · Rerank",
         "2 · Tier",
         "3 · Context for generation",
-        "4 · Audit",
-        "5 · Classify",
+        "4 · Enough to answer?",
+        "5 · Audit",
+        "6 · Classify",
     ):
         assert heading in out
     assert DEMO.query[:40] in out
@@ -246,7 +283,7 @@ def test_cli_prints_each_section_and_writes_the_json_next_to_it(
     assert "label grace-period-too-short" in out and "Any container still running" in out
     assert "Full result: evidex-demo.json" in out
     # progress on stderr, one line per start and end
-    for step in ("[1/5] rerank with scripted", "[3/5] select_context done", "[5/5] classify done"):
+    for step in ("[1/6] rerank with scripted", "[3/6] select_context done", "[6/6] classify done"):
         assert step in err
     assert "Traceback" not in err
 
@@ -263,19 +300,20 @@ def test_cli_prints_each_section_and_writes_the_json_next_to_it(
         "timings",
     }
     assert report["audit"]["decision"]["decision"] == "block"
-    assert report["judges"] == dict.fromkeys(("rerank", "tier", "audit", "classify"), "scripted")
+    steps = ("rerank", "tier", "sufficiency", "audit", "classify")
+    assert report["judges"] == dict.fromkeys(steps, "scripted")
     store = open_store()  # EVIDEX_DB: the demo logs to the normal store
     try:
         jobs = {r["job"] for r in store.audit_rows()}
     finally:
         store.close()
-    assert jobs == {"rerank", "tier", "audit", "classify"}
+    assert jobs == set(steps)
 
 
 def test_demo_writes_its_json_with_output_as_other_commands_and_json_file_still_works(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], scripted: Callable[..., list[ScriptedJudge]]
 ) -> None:
-    scripted(*[as_author()] * 16)
+    scripted(*[as_author()] * 20)
     code, out, err = run(capsys, "demo", "--judge", "scripted", "-o", "mine.json")
     assert code == 0, err
     assert "Full result: mine.json" in out and (in_tmp / "mine.json").exists()
@@ -289,7 +327,7 @@ def test_demo_writes_its_json_with_output_as_other_commands_and_json_file_still_
 def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
     in_tmp: Path, capsys: pytest.CaptureFixture[str], scripted: Callable[..., list[ScriptedJudge]]
 ) -> None:
-    scripted(*[as_author()] * 8)
+    scripted(*[as_author()] * 10)
 
     def answer(body: dict[str, Any]) -> str:
         schema = body["response_format"]["json_schema"]["schema"]
@@ -309,6 +347,9 @@ def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
                 for cid in ids
             ]
             return json.dumps({"claims": claims})
+        if "sufficient" in schema["properties"]:
+            lacking = {"sufficient": False, "confidence": 0.9, "missing": ["a source"]}
+            return json.dumps(lacking | {"supporting_passage_ids": [], "key_quotes": []})
         return json.dumps(
             {
                 "classifications": [],
@@ -320,18 +361,16 @@ def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
 
     server: FakeOpenAIServer
     with serve() as server:
-        server.add(*[Reply(answer)] * 6)
+        server.add(*[Reply(answer)] * 8)
         code, out, err = run(
             capsys,
             "demo",
+            "--judge",
+            "openai:fake-model",
             "--rerank-judge",
             "scripted",
             "--tier-judge",
             "scripted",
-            "--audit-judge",
-            "openai:fake-model",
-            "--classify-judge",
-            "openai:fake-model",
             "--base-url",
             server.base_url,
             "-o",
@@ -340,12 +379,18 @@ def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
         requests = server.chat_requests
     assert code == 0, err
     kinds = [
-        "claims"
-        if "claims" in r.body["response_format"]["json_schema"]["schema"]["properties"]
-        else "labels"
+        next(
+            (
+                k
+                for k in ("claims", "sufficient")
+                if k in r.body["response_format"]["json_schema"]["schema"]["properties"]
+            ),
+            "labels",
+        )
         for r in requests
     ]
     assert kinds.count("labels") == 1 and kinds.count("claims") >= 1  # each valid at once
+    assert kinds.count("sufficient") == 2  # the two questions checked before generating
     assert "audit openai:fake-model" in out and "classify openai:fake-model" in out
     # every claim unsupported: the two planted ones agree, the contradiction is missed
     assert "Decision: REVIEW" in out and "agrees with the author on 2 of 6 claims" in out
@@ -354,6 +399,7 @@ def test_cli_sends_the_llm_steps_to_an_openai_compatible_server(
     report = json.loads((in_tmp / "out.json").read_text())
     assert report["audit"]["judge_id"] == "openai:fake-model"
     assert report["classify"]["unclassifiable"] is True
+    assert [c["judged"] for c in report["sufficiency"]["cases"]] == ["insufficient"] * 2
 
 
 def test_cli_without_the_llm_extra_runs_the_encoder_steps_and_says_how_to_install(
@@ -367,14 +413,16 @@ def test_cli_without_the_llm_extra_runs_the_encoder_steps_and_says_how_to_instal
     code, out, err = run(capsys, "demo", "--rerank-judge", "scripted", "--tier-judge", "scripted")
     assert code == 0, err
     assert "Traceback" not in out + err
-    assert "[4/5] audit skipped" in err and "[5/5] classify skipped" in err
+    assert "[4/6] sufficiency skipped" in err
+    assert "[5/6] audit skipped" in err and "[6/6] classify skipped" in err
     assert "3 · Context for generation" in out and "Skipped:" in out
     flat = " ".join(out.split())
-    assert "partial run: audit and classify need the embedded LLM" in flat
+    assert "partial run: sufficiency, audit and classify need the embedded LLM" in flat
     assert "make llm" in flat and "pip install 'evidex[llm]'" in flat
     report = json.loads((in_tmp / "evidex-demo.json").read_text())
     assert report["audit"] is None and report["classify"] is None
-    assert [s["step"] for s in report["skipped"]] == ["audit", "classify"]
+    assert [s["step"] for s in report["skipped"]] == ["sufficiency", "audit", "classify"]
+    assert "sufficiency" not in report
     assert report["tier"]["agreement"] == [15, 15]
 
 
@@ -400,10 +448,15 @@ def test_real_demo_runs_offline_with_minilm_and_qwen(
     assert report["judges"] == {
         "rerank": "local:minilm",
         "tier": "local:minilm",
+        "sufficiency": "local:qwen",
         "audit": "local:qwen",
         "classify": "local:qwen",
     }
     assert report["skipped"] == []
+    # the check before generating: both questions checked, each with a decision
+    checked = report["sufficiency"]["cases"]
+    assert [c["expected"] for c in checked] == ["sufficient", "insufficient"]
+    assert all(c["report"]["decision"]["decision"] for c in checked)
     assert len(report["rerank"]["ranked_passages"]) == len(report["tier"]["classifications"]) == 15
     assert report["context"]["tokens_used"] <= DEMO_BUDGET and report["context"]["items"]
     claims = report["audit"]["claims"]
@@ -419,8 +472,9 @@ def test_real_demo_runs_offline_with_minilm_and_qwen(
         "rerank",
         "tier",
         "select_context",
+        "sufficiency",
         "audit",
         "classify",
     ]
-    for heading in ("1 · Rerank", "2 · Tier", "3 · Context", "4 · Audit", "5 · Classify"):
+    for heading in ("1 · Rerank", "2 · Tier", "3 · Context", "5 · Audit", "6 · Classify"):
         assert heading in out

@@ -3,6 +3,8 @@ generating; on ``answer`` it keeps the tier selection and flags the supporting p
 
 from __future__ import annotations
 
+import asyncio
+import os
 from typing import Any
 
 import pytest
@@ -189,3 +191,47 @@ def test_the_langchain_compressor_runs_the_check_before_generating() -> None:
     assert compressor.compress_documents(docs, QUERY) == []
     with pytest.raises(ValueError, match="'sufficiency'"):
         EvidexCompressor(job="classify")
+
+
+def test_the_haystack_filter_runs_the_check_before_generating_in_a_pipeline() -> None:
+    os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")  # read when it is imported
+    pytest.importorskip("haystack", reason="pip install 'evidex[haystack]'")
+    from haystack import Document, Pipeline
+
+    from evidex.integrations.haystack import EvidexFilter
+
+    docs = [
+        Document(id=p.passage_id, content=p.text, meta={"n": i}) for i, p in enumerate(PASSAGES)
+    ]
+    renamed = {"p1": "passage-1", "p2": "passage-2"}
+    enough = {
+        **ENOUGH,
+        "supporting_passage_ids": ["passage-1", "passage-2"],
+        "key_quotes": [
+            {"passage_id": renamed[q["passage_id"]], "quoted_text": q["quoted_text"]}
+            for q in ENOUGH["key_quotes"]
+        ],
+    }
+    pipeline = Pipeline()
+    pipeline.add_component(
+        "check",
+        EvidexFilter(job="sufficiency", top_k=2, judge=ScriptedJudge([enough]), store="sqlite://"),
+    )
+    kept = pipeline.run({"check": {"query": QUERY, "documents": docs}})["check"]["documents"]
+    assert [d.id for d in kept] == ["p1", "p2"] and kept[0].meta["n"] == 0
+    assert kept[0].meta["evidex"]["decision"] == "answer" and kept[0].score == 0.9
+    lacking = EvidexFilter(
+        job="sufficiency",
+        judge=ScriptedJudge([LACKING | {"supporting_passage_ids": []}]),
+        store="sqlite://",
+    )
+    assert asyncio.run(lacking.run_async(QUERY, docs)) == {"documents": []}
+    with pytest.raises(ValueError, match="'sufficiency'"):
+        EvidexFilter(job="classify")
+    with pytest.raises(InputError, match="top_k must be at least 1"):
+        EvidexFilter(job="sufficiency", top_k=0)
+    saved = Pipeline()
+    saved.add_component("check", EvidexFilter(job="sufficiency", top_k=3, store="sqlite://"))
+    loaded = Pipeline.loads(saved.dumps(), allowed_modules=["evidex.integrations.haystack"])
+    check = loaded.get_component("check")
+    assert isinstance(check, EvidexFilter) and (check.job, check.top_k) == ("sufficiency", 3)

@@ -313,6 +313,11 @@ class Staging(Protocol):
 
     def band_label(self) -> str: ...
 
+    def none_relevant_below(self) -> float:
+        """For a job with one verdict over all of a query's passages: the cheap stage settles
+        the query when no passage scores this much."""
+        ...
+
     def cheap_tier(self, score: float, tiers: Sequence[str]) -> str:
         """The cheap stage's tier for a score it settles."""
         ...

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 import evidex
+from evidex.jobs import DemoCase
 from evidex.taxonomy import Taxonomy
 from evidex.types import Passage
 
@@ -77,6 +78,8 @@ class DemoExample(BaseModel):
     expected_tiers: dict[str, str]
     answer: DemoAnswer
     classify: DemoClassify
+    steps: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Each later job's part of the example (``JobDefinition.demo``), by job name."""
 
     def passage(self, passage_id: str) -> Passage:
         for p in self.passages:
@@ -147,6 +150,17 @@ class CascadeView(BaseModel):
     calls_sent: int
 
 
+class DemoPartRun(BaseModel):
+    """What a later job's demo step checked (see :class:`evidex.jobs.DemoPart`)."""
+
+    title: str
+    judge_id: str
+    cases: list[DemoCase]
+
+    def agreement(self) -> tuple[int, int]:
+        return sum(c.agrees for c in self.cases), len(self.cases)
+
+
 class DemoRun(BaseModel):
     """Everything the demo computed; :meth:`report` is the JSON written next to the tables."""
 
@@ -160,6 +174,14 @@ class DemoRun(BaseModel):
     skipped: list[SkippedStep] = Field(default_factory=list)
     timings: list[StepTiming] = Field(default_factory=list)
     cascade: CascadeView | None = None
+    parts: dict[str, DemoPartRun] = Field(default_factory=dict)
+    """The steps of later jobs (their definitions' ``demo``), by job name, in run order."""
+    steps: list[str] = Field(default_factory=list)
+    """Every step in run order, for their numbers."""
+
+    def number(self, step: str) -> int:
+        """The step's number as the progress lines and the sections give it."""
+        return self.steps.index(step) + 1
 
     def tier_agreement(self) -> tuple[int, int]:
         """(passages whose tier is the author's, passages)."""
@@ -199,6 +221,10 @@ class DemoRun(BaseModel):
             "tier": sum(a.source == "fallback" for a in self.tier.classifications),
             "audit": sum(c.source == "fallback" for c in self.audit.claims) if self.audit else 0,
             "classify": int(self.classify is not None and self.classify.source == "fallback"),
+            **{
+                name: sum(c.source == "fallback" for c in part.cases)
+                for name, part in self.parts.items()
+            },
         }
         return {step: n for step, n in counts.items() if n}
 
@@ -229,6 +255,14 @@ class DemoRun(BaseModel):
                 "classify_input": self.example.classify.input,
                 "expected_labels": self.example.classify.expected_labels,
                 "agrees": self.label_agreement(),
+            },
+            **{
+                name: {
+                    "judge": part.judge_id,
+                    "cases": [c.model_dump(mode="json") for c in part.cases],
+                    "agreement": list(part.agreement()),
+                }
+                for name, part in self.parts.items()
             },
             "skipped": [s.model_dump() for s in self.skipped],
             "timings": [t.model_dump() for t in self.timings],

@@ -93,6 +93,8 @@ def show_run(run: DemoRun, json_file: Path, console: Console | None = None) -> N
     _rerank(console, run)
     _tiers(console, run)
     _context(console, run)
+    for name in run.parts:
+        _part(console, run, name)
     _audit(console, run)
     _classify(console, run)
     _footer(console, run, json_file)
@@ -105,7 +107,7 @@ def _section(console: Console, title: str) -> None:
 
 def _rerank(console: Console, run: DemoRun) -> None:
     r = run.rerank
-    _section(console, f"1 · Rerank ({r.strategy}, {r.judge_id})")
+    _section(console, f"{run.number('rerank')} · Rerank ({r.strategy}, {r.judge_id})")
     titles = {p.passage_id: p.title or "" for p in run.example.passages}
     retrieval = {p.passage_id: p.rank for p in run.example.passages}
     table = Table(box=box.SIMPLE_HEAD)
@@ -133,7 +135,7 @@ def _rerank(console: Console, run: DemoRun) -> None:
 
 def _tiers(console: Console, run: DemoRun) -> None:
     result = run.tier
-    _section(console, f"2 · Tier ({result.judge_id})")
+    _section(console, f"{run.number('tier')} · Tier ({result.judge_id})")
     names = result.scheme.names
     style = {name: _TIER_STYLE[min(i, len(_TIER_STYLE) - 1)] for i, name in enumerate(names)}
     table = Table(show_lines=True, box=box.SIMPLE_HEAD)
@@ -193,7 +195,7 @@ def _cascade(console: Console, run: DemoRun) -> None:
 
 def _context(console: Console, run: DemoRun) -> None:
     context = run.context
-    _section(console, "3 · Context for generation (select_context)")
+    _section(console, f"{run.number('select_context')} · Context for generation (select_context)")
     console.print(
         f"Policy {context.policy}, {context.tokens_used} of {context.token_budget} tokens used "
         "(estimated, 4 characters a token).",
@@ -218,8 +220,26 @@ def _context(console: Console, run: DemoRun) -> None:
         console.print(Text(f"  left out {a.passage_id}: same text as {a.duplicate_of}"))
 
 
+def _part(console: Console, run: DemoRun, name: str) -> None:
+    """A later job's step: its cases beside the author's labels."""
+    part = run.parts[name]
+    _section(console, f"{run.number(name)} · {part.title} ({part.judge_id})")
+    table = Table(box=box.SIMPLE_HEAD)
+    for column in ("question", "author's", "judge's", "decision"):
+        table.add_column(column, overflow="fold")
+    for case in part.cases:
+        style = "" if case.agrees else "bold red"
+        table.add_row(case.case, case.expected, Text(case.judged, style=style), case.detail)
+    console.print(table)
+    same, total = part.agreement()
+    console.print(f"The judge agrees with the author on {same} of {total}.", highlight=False)
+
+
 def _audit(console: Console, run: DemoRun) -> None:
-    _section(console, "4 · Audit of the generated answer against the selected context")
+    _section(
+        console,
+        f"{run.number('audit')} · Audit of the generated answer against the selected context",
+    )
     result = run.audit
     if result is None:
         _skipped(console, run, "audit")
@@ -287,7 +307,9 @@ def _level(level: str | None, contradicted: bool | None) -> Text:
 
 
 def _classify(console: Console, run: DemoRun) -> None:
-    _section(console, "5 · Classify a support ticket from retrieved passages")
+    _section(
+        console, f"{run.number('classify')} · Classify a support ticket from retrieved passages"
+    )
     example = run.example.classify
     console.print(Text.assemble(("Input: ", "bold"), example.input))
     console.print(Text.assemble(("Labels: ", "bold"), ", ".join(example.taxonomy.names)))
@@ -345,6 +367,12 @@ def _footer(console: Console, run: DemoRun, json_file: Path) -> None:
     runs += [
         (step, r.run_id) for step, r in (("audit", run.audit), ("classify", run.classify)) if r
     ]
+    runs += [
+        (name, case.report["run_id"])
+        for name, part in run.parts.items()
+        for case in part.cases
+        if case.report.get("run_id")
+    ]
     console.print(
         Text(
             "Audit log: evidex log --run ID, with the run ids "
@@ -358,7 +386,8 @@ def _footer(console: Console, run: DemoRun, json_file: Path) -> None:
         parts = ", ".join(f"{step} {n}" for step, n in fallbacks.items())
         console.print(Text(f"Fallbacks (see the review queue): {parts}", style="bold yellow"))
     if run.skipped:
-        steps = " and ".join(s.step for s in run.skipped)
+        names = [s.step for s in run.skipped]
+        steps = " and ".join(filter(None, [", ".join(names[:-1]), names[-1]]))
         console.print(
             Text(
                 f"This was a partial run: {steps} need the embedded LLM. Install it with "

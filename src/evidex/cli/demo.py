@@ -1,11 +1,12 @@
-"""``evidex demo``: the four jobs on one bundled example, offline, with the embedded judges.
+"""``evidex demo``: the jobs on one bundled example, offline, with the embedded judges.
 
 The example (``evidex/data/examples/demo.json``) is a Kubernetes question with fifteen retrieved
 passages, a generated answer with planted mistakes, and a support ticket to classify. The
-pipeline is the one of the design: rerank → tier → select_context → audit of the answer against
-the selected context, then classify. Every step is a public library call, so the demo is also a
-worked example of the API; the author's expected labels are shown next to the judges' so the
-demo also shows where a judge disagrees.
+pipeline is the one of the design: rerank → tier → select_context → the later jobs' own steps on
+that context (each job's definition declares its step, :class:`evidex.jobs.DemoPart`: the check
+before generating) → audit of the answer against the selected context, then classify. Every
+step is a public library call, so the demo is also a worked example of the API; the author's
+expected labels are shown next to the judges' so the demo also shows where a judge disagrees.
 
 Judges: ``local:minilm`` reranks and tiers (the encoder takes seconds for fifteen passages,
 where ``local:qwen`` took over three minutes for one batch of five on these 2-core machines, see
@@ -17,7 +18,7 @@ are a useful first look.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +33,7 @@ from evidex.cli._demo_types import (
     CascadeView,
     DemoClaim,
     DemoExample,
+    DemoPartRun,
     DemoRun,
     SkippedStep,
     StepNote,
@@ -45,7 +47,7 @@ from evidex.cli._options import unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
-from evidex.jobs import run_sync
+from evidex.jobs import DemoInputs, DemoPart, definitions, run_sync
 from evidex.jobs.tier import DEFAULT_BATCH
 from evidex.judges.cascade import TierScorer, load_band
 from evidex.judging import Judge
@@ -90,7 +92,19 @@ lets the audit job's budget check pass for the six claims in one call."""
 # ---------------------------------------------------------------------------- the run
 
 Listener = Callable[[StepNote], None]
-STEPS = ("rerank", "tier", "select_context", "audit", "classify")
+FIRST_STEPS = ("rerank", "tier", "select_context")
+LAST_STEPS = ("audit", "classify")
+
+
+def demo_parts() -> dict[str, DemoPart]:
+    """The later jobs' demo steps (their definitions' ``demo``), by job name, in registry
+    order: they run on the selected context, before the audit of the generated answer."""
+    return {d.name: d.demo for d in definitions() if d.demo is not None}
+
+
+def demo_steps() -> list[str]:
+    """Every step of the demo in run order."""
+    return [*FIRST_STEPS, *demo_parts(), *LAST_STEPS]
 
 
 def run_demo(
@@ -113,18 +127,28 @@ def run_demo(
     any other error propagates.
     """
     demo = example or load_demo()
-    specs = {**DEMO_JUDGES, **dict(judges or {})}
-    unknown = sorted(set(specs) - set(DEMO_JUDGES))
+    parts = demo_parts()
+    steps = demo_steps()
+    judged = {**DEMO_JUDGES, **{name: part.judge for name, part in parts.items()}}
+    defaults = {step: judged[step] for step in steps if step in judged}  # in run order
+    specs = {**defaults, **dict(judges or {})}
+    unknown = sorted(set(specs) - set(defaults))
     if unknown:
-        raise ConfigError(
-            f"unknown demo step(s) {unknown}; judges are chosen for {list(DEMO_JUDGES)}"
-        )
+        raise ConfigError(f"unknown demo step(s) {unknown}; judges are chosen for {list(defaults)}")
     notify = on_step or (lambda note: None)
-    with _judges(specs, base_url) as (built, skipped):
+
+    def skip(name: str, why: str) -> None:
+        notify(
+            StepNote(
+                step=name, status="skipped", index=steps.index(name) + 1, of=len(steps), message=why
+            )
+        )
+
+    with _judges(specs, base_url, (*LLM_STEPS, *parts)) as (built, skipped):
         timings: list[StepTiming] = []
 
         def step(name: str, judge: Judge | None, notice: str | None = None) -> _Clock:
-            return _Clock(name, judge, notice, notify, timings)
+            return _Clock(name, judge, notice, notify, timings, steps)
 
         with step("rerank", built["rerank"]):
             reranked = evidex.rerank(
@@ -150,7 +174,7 @@ def run_demo(
             context = evidex.select_context(tiered, DEMO_POLICY, budget)
         run = DemoRun(
             example=demo,
-            judges={job: _judge_name(built.get(job), specs[job]) for job in DEMO_JUDGES},
+            judges={job: _judge_name(built.get(job), specs[job]) for job in specs},
             rerank=reranked,
             tier=tiered,
             context=context,
@@ -158,19 +182,30 @@ def run_demo(
                 SkippedStep(step=s, judge=str(specs[s]), reason=r) for s, r in skipped.items()
             ],
             cascade=cascade,
+            steps=steps,
         )
-        # what both LLM steps are run with, besides their judge
+        # what the LLM steps are run with, besides their judge
         llm: dict[str, Any] = {
             "store": store,
             "hooks": hooks,
             "settings": evidex.HarnessSettings(timeout_s=LLM_TIMEOUT_S),
         }
+        selected = [_with_title(demo, item.passage_id, item.text) for item in context.items]
+        for name, part in parts.items():
+            if name not in built:
+                skip(name, skipped[name])
+                continue
+            judge = built[name]
+            with step(name, judge):
+                inputs = DemoInputs(demo.query, selected, demo.steps.get(name, {}))
+                cases = part.run(inputs, judge, llm)
+            run.parts[name] = DemoPartRun(title=part.title, judge_id=judge.judge_id, cases=cases)
         if "audit" in built:
             judge = built["audit"]
             with step("audit", judge, _time_notice(judge, "audit", len(demo.answer.claims))):
                 run.audit = evidex.audit(
                     demo.answer.text,
-                    [_with_title(demo, item.passage_id, item.text) for item in context.items],
+                    selected,
                     answer_id=demo.answer.answer_id,
                     question=demo.query,
                     claims=[c.claim for c in demo.answer.claims],
@@ -178,9 +213,7 @@ def run_demo(
                     **llm,
                 )
         else:
-            notify(
-                StepNote(step="audit", status="skipped", index=4, of=5, message=skipped["audit"])
-            )
+            skip("audit", skipped["audit"])
         if "classify" in built:
             judge = built["classify"]
             with step("classify", judge, _time_notice(judge, "classify", 1)):
@@ -192,21 +225,18 @@ def run_demo(
                     **llm,
                 )
         else:
-            notify(
-                StepNote(
-                    step="classify", status="skipped", index=5, of=5, message=skipped["classify"]
-                )
-            )
+            skip("classify", skipped["classify"])
         run.timings = timings
         return run
 
 
 @contextmanager
 def _judges(
-    specs: Mapping[str, Judge | str], base_url: BaseUrls
+    specs: Mapping[str, Judge | str], base_url: BaseUrls, skippable: Sequence[str]
 ) -> Iterator[tuple[dict[str, Judge], dict[str, str]]]:
-    """Build each job's judge once per spec (rerank and tier share one encoder), note the LLM
-    steps whose extra is missing, and close what was built here when the run ends."""
+    """Build each job's judge once per spec (rerank and tier share one encoder), note the
+    ``skippable`` steps whose judge's extra is missing, and close what was built here when
+    the run ends."""
     endpoints = endpoint_options(base_url)
     if endpoints and not any(isinstance(s, str) and takes_base_url(s) for s in specs.values()):
         raise ConfigError("--base-url applies to openai: judges only, and no step uses one")
@@ -226,7 +256,7 @@ def _judges(
                 try:
                     by_spec[key] = evidex.get_judge(key, **options)
                 except MissingExtraError as exc:
-                    if job not in LLM_STEPS:
+                    if job not in skippable:
                         raise
                     skipped[job] = str(exc)
                     continue
@@ -315,6 +345,7 @@ class _Clock:
     notice: str | None
     notify: Listener
     timings: list[StepTiming]
+    steps: Sequence[str]
     started: float = 0.0
 
     def __enter__(self) -> _Clock:
@@ -333,7 +364,11 @@ class _Clock:
 
     def _note(self, status: Literal["start", "done"], **fields: Any) -> StepNote:
         return StepNote(
-            step=self.step, status=status, index=STEPS.index(self.step) + 1, of=5, **fields
+            step=self.step,
+            status=status,
+            index=self.steps.index(self.step) + 1,
+            of=len(self.steps),
+            **fields,
         )
 
 
@@ -359,7 +394,7 @@ def demo_command(
             "--judge",
             "-j",
             metavar="SPEC",
-            help="One judge for all four steps (e.g. openai:MODEL with --base-url); the per-step "
+            help="One judge for every step (e.g. openai:MODEL with --base-url); the per-step "
             "options below win over it.",
         ),
     ] = None,
@@ -393,12 +428,14 @@ def demo_command(
         typer.Option("--json", metavar="FILE", hidden=True, help="The old --output."),
     ] = None,
 ) -> None:
-    """Run all four jobs on a bundled example, offline: rerank, tier, context, audit, classify.
+    """Run the jobs on a bundled example, offline: rerank, tier, context, check, audit, classify.
 
     A Kubernetes question with fifteen retrieved passages is reranked and tiered by the
-    embedded encoder (local:minilm), the generator's context is picked under a token budget, a
-    generated answer with planted mistakes is audited against that context and a support ticket
-    is classified, both by the embedded LLM (local:qwen, a few minutes on a CPU). Each step is
+    embedded encoder (local:minilm), the generator's context is picked under a token budget,
+    two questions are checked against that context before generating (one it answers, one it
+    does not), a generated answer with planted mistakes is audited against that context and a
+    support ticket is classified, all three by the embedded LLM (local:qwen, a few minutes on a
+    CPU). Each step is
     shown next to the example author's labels. Without the llm extra the LLM steps are skipped
     with the command that installs it.
     """
@@ -410,6 +447,7 @@ def demo_command(
             "tier": tier_judge or judge,
             "audit": audit_judge or judge,
             "classify": classify_judge or judge,
+            **dict.fromkeys(demo_parts(), judge),
         }.items()
         if spec
     }

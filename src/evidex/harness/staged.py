@@ -21,7 +21,7 @@ from evidex.tasks.base import Step
 from evidex.tasks.rerank import ScoreBatch, ScoreBatchValue
 from evidex.types import Event, Passage, Source
 
-__all__ = ["CHEAP_BATCH", "Settled", "Staged", "staged"]
+__all__ = ["CHEAP_BATCH", "CheapScores", "Settled", "Staged", "cheap_scores", "staged"]
 
 CHEAP_BATCH = 64
 """Passages per cheap-stage call: the encoder reads each alone, so this only bounds a call."""
@@ -57,6 +57,51 @@ class Staged(Generic[M]):
     ``send_failed=False``, nothing was)."""
 
 
+@dataclass
+class CheapScores:
+    """The cheap stage's scores of one query's passages: what a job reads to settle, before
+    anything goes to the expensive stage."""
+
+    staging: Staging
+    scores: dict[str, float] = field(default_factory=dict)
+    """Passage id -> score, for the passages of every chunk that did not fall back."""
+    justifications: dict[str, str] = field(default_factory=dict)
+    sources: dict[str, Source] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+    """Reasons of the cheap stage's fallbacks (their passages have no score)."""
+
+
+async def cheap_scores(
+    run: JobRun,
+    query: str,
+    passages: Sequence[Passage],
+    cheap_step: Step[ScoreBatch, ScoreBatchValue],
+) -> CheapScores | None:
+    """The cheap stage's scores of ``passages`` (in runs of their own, :meth:`JobRun.stage`),
+    with the band's warnings noted on ``run``; None with a one-stage judge."""
+    staging = run.judge.staging()
+    if staging is None:
+        return None
+    cheap = run.stage(staging.cheap_scorer())
+    chunks = [
+        ScoreBatch(query, tuple(passages[i : i + CHEAP_BATCH]))
+        for i in range(0, len(passages), CHEAP_BATCH)
+    ]
+    scored = await cheap.map(cheap_step, chunks, progress=False)
+    found = CheapScores(staging)
+    for outcome in scored:
+        if outcome.source == "fallback":  # pseudo-scores settle nothing
+            found.failures.append(outcome.reason or "the cheap stage fell back")
+            continue
+        for s in outcome.value.scores:
+            found.scores[s.passage_id] = s.relevance_score
+            found.justifications[s.passage_id] = s.justification
+            found.sources[s.passage_id] = outcome.source
+    for stale in staging.warnings:
+        run.note(Event(kind="cascade.stale_band", detail=stale))
+    return found
+
+
 async def staged(
     run: JobRun,
     query: str,
@@ -71,36 +116,26 @@ async def staged(
     ``expensive(run, passages)``: how the job grades passages on a run. A cheap-stage call that
     falls back settles nothing: its passages go on (``send_failed``), or the expensive stage is
     not run at all (a ranking that cannot order part of its head keeps the retrieval order)."""
-    staging = run.judge.staging()
-    if staging is None:
+    found = await cheap_scores(run, query, passages, cheap_step)
+    if found is None:
         return Staged(await expensive(run, passages), list(passages))
-    cheap = run.stage(staging.cheap_scorer())
-    chunks = [
-        ScoreBatch(query, tuple(passages[i : i + CHEAP_BATCH]))
-        for i in range(0, len(passages), CHEAP_BATCH)
+    staging = found.staging
+    result: Staged[M] = Staged([], [], staging=staging, cheap_failures=found.failures)
+    scored = [p for p in passages if p.passage_id in found.scores]
+    result.sent = [p for p in passages if p.passage_id not in found.scores]
+    split = staging.split([found.scores[p.passage_id] for p in scored])
+    result.sent += [scored[i] for i in split.sent]
+    order = {p.passage_id: i for i, p in enumerate(passages)}
+    result.sent.sort(key=lambda p: order[p.passage_id])
+    result.settled = [
+        Settled(
+            scored[i],
+            found.scores[scored[i].passage_id],
+            found.justifications[scored[i].passage_id],
+            found.sources[scored[i].passage_id],
+        )
+        for i in split.settled
     ]
-    scored = await cheap.map(cheap_step, chunks, progress=False)
-    result: Staged[M] = Staged([], [], staging=staging)
-    for chunk, outcome in zip(chunks, scored, strict=True):
-        if outcome.source == "fallback":  # pseudo-scores settle nothing
-            result.cheap_failures.append(outcome.reason or "the cheap stage fell back")
-            result.sent.extend(chunk.passages)
-            continue
-        scores = {s.passage_id: s for s in outcome.value.scores}
-        values = [scores[p.passage_id].relevance_score for p in chunk.passages]
-        split = staging.split(values)
-        result.sent.extend(chunk.passages[i] for i in split.sent)
-        result.settled += [
-            Settled(
-                chunk.passages[i],
-                values[i],
-                scores[chunk.passages[i].passage_id].justification,
-                outcome.source,
-            )
-            for i in split.settled
-        ]
-    for stale in staging.warnings:
-        run.note(Event(kind="cascade.stale_band", detail=stale))
     if result.cheap_failures and not send_failed:
         return result
     result.expensive = run.stage(staging.expensive)

@@ -1,15 +1,18 @@
-"""evidex in a Haystack pipeline: a ranker and a tier filter, as components
-(``pip install 'evidex[haystack]'``).
+"""evidex in a Haystack pipeline: a ranker, a tier filter and a filter for any other job the
+adapters run, as components (``pip install 'evidex[haystack]'``).
 
 >>> pipeline.add_component("rank", EvidexRanker(top_k=5, judge="local:minilm"))  # doctest: +SKIP
 >>> pipeline.add_component("tiers", EvidexTierFilter(policy="strict"))  # doctest: +SKIP
 >>> pipeline.connect("retriever.documents", "rank.documents")  # doctest: +SKIP
 
-Both take ``run(query=..., documents=[...])`` and return ``{"documents": [...]}``: copies of the
-documents given (same ``id``, ``content`` and ``meta``) whose ``score`` is evidex's (the
+Each takes ``run(query=..., documents=[...])`` and returns ``{"documents": [...]}``: copies of
+the documents given (same ``id``, ``content`` and ``meta``) whose ``score`` is evidex's (the
 judge's relevance score for the ranker, the tier as a number for the filter: 1.0 for the top
-tier, 0.0 for the last), with the grades under ``meta["evidex"]``. The caller's documents are
-never changed. Each has ``run_async`` too, for Haystack's async pipelines.
+tier, 0.0 for the last), with the grades under ``meta["evidex"]``. :class:`EvidexFilter`
+runs any job of :func:`~evidex.integrations._core.adapted_jobs` by name and keeps what its
+definition keeps (the check before generating: none when its decision is not to answer). The
+caller's documents are never changed. Each has ``run_async`` too, for Haystack's async
+pipelines.
 """
 
 from __future__ import annotations
@@ -18,13 +21,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from evidex.integrations._core import Grade, Grading, require, run_options
+from evidex.integrations._core import Grade, Grading, adapted_job, grading_of, require, run_options
 
 require("haystack", "evidex.integrations.haystack", "haystack")
 
 from haystack import Document, component  # noqa: E402
 
-__all__ = ["EvidexRanker", "EvidexTierFilter"]
+__all__ = ["EvidexFilter", "EvidexRanker", "EvidexTierFilter"]
 
 
 def _texts(documents: Sequence[Document]) -> list[str]:
@@ -118,4 +121,44 @@ class EvidexTierFilter:
     async def run_async(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
         """:meth:`run` on the running event loop."""
         grades = await self._grading().agrade(query, _texts(documents))
+        return {"documents": _graded(documents, grades)}
+
+
+@component
+class EvidexFilter:
+    """Keeps the documents a job keeps: ``job`` is any job the adapters run (``"rerank"``,
+    ``"tier"``, or a check before generating, which keeps every document, the first ``top_k``,
+    when the passages suffice and none when its decision is to abstain or escalate).
+    ``policy`` and ``token_budget`` are the tier job's; ``judge``, ``store`` and ``options``
+    (the job's own options) as for :class:`EvidexRanker`."""
+
+    def __init__(
+        self,
+        job: str,
+        top_k: int | None = None,
+        policy: str = "standard",
+        token_budget: int = 4000,
+        judge: Any = None,
+        store: Any = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.job = adapted_job(job)
+        self.top_k = top_k
+        self.policy = policy
+        self.token_budget = token_budget
+        self.judge = judge
+        self.store = store
+        self.options = dict(options or {})
+        grading_of(self)  # a top_k below one is refused here, not at the first run
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
+        """The documents the job keeps, each with its grades under ``meta["evidex"]``."""
+        grades = grading_of(self).grade(query, _texts(documents))
+        return {"documents": _graded(documents, grades)}
+
+    @component.output_types(documents=list[Document])
+    async def run_async(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
+        """:meth:`run` on the running event loop."""
+        grades = await grading_of(self).agrade(query, _texts(documents))
         return {"documents": _graded(documents, grades)}

@@ -5,7 +5,8 @@ private modules of this package: the registry (:func:`definition`, :func:`defini
 :func:`job_names`) and what a definition is made of (:class:`JobDefinition`,
 :class:`JobOptions`, :class:`Flag`, :class:`Wire`, :class:`SpecContext`, :class:`Evaluation`,
 :class:`Documents` with :class:`Keep` and :class:`Kept`, :class:`ReviewKind` with
-:class:`ReviewPayload` and :class:`ExportContext`; :func:`review_kind` finds an item's).
+:class:`ReviewPayload` and :class:`ExportContext`; :func:`review_kind` finds an item's;
+:class:`DemoPart` with :class:`DemoInputs` and :class:`DemoCase`, a job's step in the demo).
 """
 
 from evidex.jobs._audit_policy import AuditDecision, AuditPolicy
@@ -22,6 +23,7 @@ from evidex.jobs._definition import (
     field_wire,
     validation_message,
 )
+from evidex.jobs._demo import DemoCase, DemoInputs, DemoPart
 from evidex.jobs._documents import Keep, Kept
 from evidex.jobs._review import ExportContext, ReviewKind, ReviewPayload
 from evidex.jobs.registry import definition, definitions, job_names, review_kind
@@ -29,6 +31,9 @@ from evidex.jobs.registry import definition, definitions, job_names, review_kind
 __all__ = [
     "AuditDecision",
     "AuditPolicy",
+    "DemoCase",
+    "DemoInputs",
+    "DemoPart",
     "Documents",
     "Evaluation",
     "ExportContext",

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evidex.errors import InputError
 from evidex.jobs._common import RISK_HELP, RUN_KEYS, harness_for
+from evidex.jobs._demo import DemoPart
 from evidex.jobs._documents import Documents
 from evidex.jobs._evaluation import Evaluation
 from evidex.jobs._fields import Flag, Wire, field_flag, field_wire
@@ -158,6 +159,9 @@ class JobDefinition(Generic[In, Opt, R]):
     documents: Documents[R] | None = None
     """Which of a result's passages the framework adapters keep, and their grades; None: no
     adapter runs the job."""
+    demo: DemoPart | None = None
+    """The job's own step in ``evidex demo``, on the context the demo selected; None: the
+    demo does not show the job (the first jobs are its own steps)."""
     review: ReviewKind = GENERIC
     """The review side (:class:`~evidex.jobs._review.ReviewKind`): the typed payload of the
     job's review items, the decisions a reviewer may take, how a decision becomes a golden

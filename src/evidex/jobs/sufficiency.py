@@ -27,6 +27,8 @@ from evidex.jobs._common import (
     sync_of,
 )
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext
+from evidex.jobs._sufficiency_cascade import triage
+from evidex.jobs._sufficiency_demo import SUFFICIENCY_DEMO
 from evidex.jobs._sufficiency_documents import SUFFICIENCY_DOCUMENTS
 from evidex.jobs._sufficiency_review import REVIEW, SufficiencyReview
 from evidex.jobs._suspects import Suspects
@@ -158,6 +160,11 @@ class SufficiencyResult(JobResult):
     decision: SufficiencyDecision
     source: Source
     reason: str | None = Field(default=None, description="why a fallback was used")
+    judged_by: str | None = Field(
+        default=None,
+        description="with a cascade judge, the stage that gave the verdict: the cheap one "
+        "when it found nothing on the query's topic, else the expensive one",
+    )
     risk: RiskLevel
     review_item_ids: list[int] = Field(default_factory=list)
     passages: list[Passage] = Field(default_factory=list, repr=False, exclude=True)
@@ -262,9 +269,14 @@ class SufficiencySpec(MergedIsResult):
         )
 
     async def execute(self, plan: Plan[QueryPassages], run: JobRun) -> SufficiencyResult:
-        batch = SufficiencyBatch(plan.query, tuple(plan.data.prepared.passages), self.risk)
-        outcome = await run.call(SufficiencyStep(self.template), batch)
-        value = outcome.value
+        passages = tuple(plan.data.prepared.passages)
+        found = await triage(run, plan.query, passages)
+        if found.settled is not None:
+            value, source, reason = found.settled, found.settled.source, None
+        else:
+            batch = SufficiencyBatch(plan.query, passages, self.risk)
+            outcome = await found.expensive.call(SufficiencyStep(self.template), batch)
+            value, source, reason = outcome.value, outcome.source, outcome.reason
         cited = [*value.supporting_passage_ids, *(q.passage_id for q in value.key_quotes)]
         flagged = Suspects.of(plan.events, self.risk).to_route(cited)
         return SufficiencyResult(
@@ -276,8 +288,9 @@ class SufficiencySpec(MergedIsResult):
             key_quotes=value.key_quotes,
             missing=value.missing,
             decision=decide(value, risk=self.risk, policy=self.policy, suspected=flagged),
-            source=outcome.source,
-            reason=outcome.reason,
+            source=source,
+            reason=reason,
+            judged_by=found.judged_by,
             risk=self.risk,
             passages=plan.data.items,
             events=[*plan.events, *run.events],
@@ -353,6 +366,7 @@ DEFINITION: JobDefinition[SufficiencyInput, SufficiencyOptionsModel, Sufficiency
             calibrate="evidex.evaluate.calibrate_sufficiency:calibrate_sufficiency",
         ),
         documents=SUFFICIENCY_DOCUMENTS,
+        demo=SUFFICIENCY_DEMO,
     )
 )
 

@@ -21,6 +21,11 @@ How the jobs use it:
   band in between is ordered by the expensive judge's scores (each ranked passage says which
   stage placed it, ``judged_by``; a ``cascade.split`` event gives the split and the calls
   saved). Other rerank strategies pass through to the expensive judge.
+- a job with **one verdict over all of a query's passages** (whether they suffice to answer
+  it): the cheap judge scores every passage first; when none reaches
+  :meth:`CascadeJudge.none_relevant_below` (nothing on the query's topic), the cheap stage
+  settles the query as lacking what it needs, a named heuristic; otherwise the whole query
+  goes to the expensive judge. The job's own run does this (it reads :meth:`Judge.staging`).
 - **classify**, **audit**: passed through to the expensive judge (the cheap encoder cannot
   abstain on a claim or a label, so there is nothing it could settle safely); the result
   names the cascade as its judge.
@@ -39,7 +44,7 @@ Options (``get_judge("cascade:local:minilm,openai:gpt-4o-mini", **options)``, or
 ``--judge-option`` on the command line), routed to the stage they belong to:
 
 ==========================  ============================================================
-``band``, ``band_path``     the cascade's own
+``band``, ``band_path``, ``none_relevant_below``  the cascade's own
 ``cheap.NAME``              option ``NAME`` of the cheap stage
 ``expensive.NAME``          option ``NAME`` of the expensive stage
 ``base_url``, ``base_urls``, ``api_key``  the ``openai:`` stage (the expensive one when both are)
@@ -78,7 +83,7 @@ __all__ = [
 
 logger = logging.getLogger("evidex")
 
-OWN_OPTIONS = frozenset({"band", "band_path"})
+OWN_OPTIONS = frozenset({"band", "band_path", "none_relevant_below"})
 ENDPOINT_OPTIONS = frozenset({"base_url", "base_urls", "api_key"})
 _PREFIXES = ("openai:", "local:", "cascade:")
 
@@ -114,6 +119,10 @@ class Band(BaseModel):
     cheap_version: str = ""
     expensive: str = ""
     expensive_version: str = ""
+    none_relevant_below: float | None = None
+    """For a job that gives one verdict over all of a query's passages: the cheap stage
+    settles the query when no passage scores this much (nothing on the query's topic);
+    None: the band's ``low`` (the score below which the stage settles a passage alone)."""
     fit: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("low", "high", mode="before")
@@ -145,7 +154,7 @@ class Band(BaseModel):
             band = cls(low=float(low), high=float(high)) if sep else None
         except ValueError:
             band = None
-        if band is None or band.low > band.high or math.isnan(band.low + band.high):
+        if band is None or band.low > band.high or math.isnan(band.low) or math.isnan(band.high):
             raise ConfigError(f"band must be LOW:HIGH with LOW <= HIGH, got {text!r}")
         return band
 
@@ -226,6 +235,7 @@ class CascadeJudge(BorrowedWindow):
         *,
         band: Band | str | None = None,
         band_source: str = "",
+        none_relevant_below: float | None = None,
     ) -> None:
         super().__init__(f"cascade:{cheap.judge_id},{expensive.judge_id}")
         if not isinstance(cheap, TierScorer):
@@ -244,6 +254,7 @@ class CascadeJudge(BorrowedWindow):
             band_source = "shipped default" if band is not None else "no band: all sent on"
         self.band = band or Band(low=-math.inf, high=math.inf)
         self.band_source = band_source or "given"
+        self._none_relevant_below = none_relevant_below
         self.warnings = self._stale()
         for warning in self.warnings:
             logger.warning("%s", warning)
@@ -263,7 +274,12 @@ class CascadeJudge(BorrowedWindow):
         source = ""
         if "band_path" in own:
             band, source = load_band(own["band_path"], cheap.judge_id), str(own["band_path"])
-        return cls(cheap, expensive, band=band, band_source=source)
+        below = own.get("none_relevant_below")
+        try:
+            below = None if below is None else float(below)
+        except (TypeError, ValueError):
+            raise ConfigError(f"none_relevant_below must be a number, got {below!r}") from None
+        return cls(cheap, expensive, band=band, band_source=source, none_relevant_below=below)
 
     def _stale(self) -> list[str]:
         """Warnings when the band was fitted with other model versions of the stages."""
@@ -287,6 +303,14 @@ class CascadeJudge(BorrowedWindow):
         sent = tuple(i for i, s in enumerate(scores) if self.band.uncertain(s))
         taken = set(sent)
         return Split(tuple(i for i in range(len(scores)) if i not in taken), sent)
+
+    def none_relevant_below(self) -> float:
+        """The score no passage of a query reaches when the cheap stage settles the whole
+        query (the option, else the band's own value, else its ``low``)."""
+        if self._none_relevant_below is not None:
+            return self._none_relevant_below
+        found = self.band.none_relevant_below
+        return self.band.low if found is None else found
 
     def cheap_tier(self, score: float, tiers: Sequence[str]) -> str:
         """The cheap stage's tier for ``score``: the first tier whose cut point it reaches."""
@@ -322,6 +346,7 @@ class CascadeJudge(BorrowedWindow):
             "cheap": {"id": self.cheap.judge_id, **self.cheap.fingerprint()},
             "expensive": {"id": self.expensive.judge_id, **self.expensive.fingerprint()},
             "band": [self.band.low, self.band.high],
+            "none_relevant_below": self.none_relevant_below(),
         }
 
     @property
