@@ -28,7 +28,7 @@ from evidex.jobs._common import (
 )
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext
 from evidex.jobs._sufficiency_cascade import triage
-from evidex.jobs._sufficiency_demo import SUFFICIENCY_DEMO
+from evidex.jobs._sufficiency_demo import demo_part
 from evidex.jobs._sufficiency_documents import SUFFICIENCY_DOCUMENTS
 from evidex.jobs._sufficiency_review import REVIEW, SufficiencyReview
 from evidex.jobs._suspects import Suspects
@@ -366,7 +366,7 @@ DEFINITION: JobDefinition[SufficiencyInput, SufficiencyOptionsModel, Sufficiency
             calibrate="evidex.evaluate.calibrate_sufficiency:calibrate_sufficiency",
         ),
         documents=SUFFICIENCY_DOCUMENTS,
-        demo=SUFFICIENCY_DEMO,
+        demo=demo_part(asufficiency),
     )
 )
 
