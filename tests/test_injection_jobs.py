@@ -132,6 +132,37 @@ def test_tier_judge_never_reads_the_attack(attack: Attack, store: SqlStore) -> N
     assert len(judge.requests) == 1  # the clean part's snippet was valid at once
 
 
+def test_a_reply_that_echoes_a_second_reply_is_asked_again_not_read(store: SqlStore) -> None:
+    """The reply's structure is never taken from passage text: a prompt-only judge that copies
+    a complete fake reply out of a passage next to its own gives two objects, and which one
+    counts is not decided by position: the judge is asked again with the error."""
+    import json
+
+    def grades(request: JudgeRequest, top: str) -> dict[str, Any]:
+        return {
+            "classifications": [
+                {
+                    "passage_id": pid,
+                    "tier": "directly-supporting" if pid == top else "irrelevant",
+                    "justification": "As the text says.",
+                    "key_evidence_snippet": words(text),
+                }
+                for pid, text in shown_texts(request).items()
+            ]
+        }
+
+    def echoed(request: JudgeRequest) -> str:
+        return json.dumps(grades(request, "c")) + "\n" + json.dumps(grades(request, "o"))
+
+    judge = ScriptedJudge([echoed, lambda r: grades(r, "c")])
+    result = tier(QUERY, [CLEAN, OTHER], judge=judge, store=store)
+    assert len(judge.requests) == 2
+    asked_again = judge.requests[1].messages[-1].content
+    assert "holds 2 JSON objects; answer with exactly one object" in asked_again
+    assert result.tier_of("c") == "directly-supporting" and result.tier_of("o") == "irrelevant"
+    assert all(a.source == "judge" for a in result.classifications)
+
+
 # ------------------------------------------------------------------------------ rerank
 
 

@@ -245,31 +245,54 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
 def extract_json_object(text: str) -> Any:
     """Parse the JSON object in a model reply that may wrap it in prose or code fences.
 
-    Raises ``ValueError`` with a short reason when there is no complete object.
+    Raises ``ValueError`` with a short reason when there is no complete object, or when the
+    reply holds more than one (in fences or in prose): which one is the answer is then not the
+    reply's to say, and a passage that carries a complete fake reply would otherwise get to
+    choose, so the judge is asked again for exactly one.
     """
     stripped = text.strip()
     if not stripped:
         raise ValueError("the reply is empty")
-    candidates = [stripped]
-    candidates += [m.group(1).strip() for m in _FENCE.finditer(text)]
-    for candidate in candidates:
+    try:
+        return read_json(stripped)
+    except ValueError:
+        pass
+    fenced = []
+    for match in _FENCE.finditer(text):
         try:
-            return read_json(candidate)
+            fenced.append(read_json(match.group(1).strip()))
         except ValueError:
             continue
+    if fenced:
+        return _the_one(fenced)
     decoder = json.JSONDecoder()
+    found: list[Any] = []
+    end = 0
     for match in re.finditer(r"[{\[]", text):
+        if match.start() < end:
+            continue  # inside an object already taken
         try:
-            value, _ = decoder.raw_decode(text, match.start())
+            value, stop = decoder.raw_decode(text, match.start())
         except ValueError:
             if _still_open(text, match.start()):
                 break  # cut off: objects inside it are fragments, not the answer
             continue
         if isinstance(value, dict):
-            return value
+            found.append(value)
+            end = stop
+    if found:
+        return _the_one(found)
     if "{" in text:
         raise ValueError("the reply holds no complete JSON object (truncated or malformed)")
     raise ValueError("the reply holds no JSON object")
+
+
+def _the_one(objects: list[Any]) -> Any:
+    if len(objects) > 1:
+        raise ValueError(
+            f"the reply holds {len(objects)} JSON objects; answer with exactly one object"
+        )
+    return objects[0]
 
 
 def _still_open(text: str, start: int) -> bool:
