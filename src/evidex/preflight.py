@@ -55,8 +55,9 @@ tokens, more than any judge's window, so nothing a judge could read is refused."
 @dataclass(frozen=True)
 class InputLimits:
     """How much one request may carry. The library takes any size (preflight truncates to the
-    judge's window); the service holds every request to these, so one caller cannot tie up a
-    worker with a body of millions of characters, and the CLI holds what it reads to them."""
+    judge's window), and so does the CLI, which reads the user's own files; the service holds
+    every request to these, so one caller cannot tie up a shared worker with a body of millions
+    of characters."""
 
     max_passages: int = MAX_PASSAGES
     max_text_chars: int = MAX_TEXT_CHARS

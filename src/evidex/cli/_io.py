@@ -45,7 +45,6 @@ from evidex.cli._options import (
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.judging import Judge
-from evidex.preflight import InputLimits
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage
 
@@ -159,16 +158,14 @@ def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
 
 _PASSAGE_FIELDS = "passage_id (or id), text, title, url, rank, score, metadata"
 
-LIMITS = InputLimits()
-"""What one text read by a command may hold: the service's default limits."""
-
-
 def read_passages(path: str | Path) -> list[Passage]:
     """Passages from a JSONL file, one object a line; ``-`` reads stdin. Blank lines are skipped.
 
     Ids must be unique in the file: a repeated id is reported with both line numbers, since it
-    is almost always a join bug upstream rather than a passage worth grading twice. A text over
-    :data:`LIMITS` is refused, naming its line.
+    is almost always a join bug upstream rather than a passage worth grading twice. A text of
+    any length is taken, as the library takes it: preflight fits it to the judge's window, with
+    a ``truncated`` event (the service's request limits guard a shared worker, not a file on the
+    user's own disk).
     """
     passages: list[Passage] = []
     first_seen: dict[str, int] = {}
@@ -179,8 +176,6 @@ def read_passages(path: str | Path) -> list[Passage]:
             passage = Passage.model_validate(data)
         except ValidationError as exc:
             raise InputError(explain_passage_error(exc), where=where) from exc
-        if problem := LIMITS.text_problem(passage.text):
-            raise InputError(f"text: {problem}", where=where)
         if passage.passage_id in first_seen:
             raise InputError(
                 f"passage id {passage.passage_id!r} was already used on line "
@@ -300,8 +295,6 @@ class TextOrFile:
         where = str(file or self.flag)
         if not (text or "").strip():
             raise InputError(f"{self.what} is empty", where=where)
-        if problem := LIMITS.text_problem(text or ""):
-            raise InputError(f"{self.what}: {problem}", where=where)
         return text or ""
 
 
