@@ -21,6 +21,8 @@ __all__ = ["StepProgress", "show_run"]
 
 FALLBACK_TEXT = 200
 """Characters of a fallback's explanation shown in the audit table."""
+NARROW = 120
+"""Below this many columns the audit table stacks its text columns into one."""
 
 _TIER_STYLE = ["bold green", "cyan", "yellow", "dim"]
 _LEVEL_STYLE = {
@@ -111,24 +113,27 @@ def _rerank(console: Console, run: DemoRun) -> None:
     titles = {p.passage_id: p.title or "" for p in run.example.passages}
     retrieval = {p.passage_id: p.rank for p in run.example.passages}
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("rank", "was", "id", "score", "title", "author's tier"):
-        table.add_column(column, overflow="fold")
+    for column in ("rank", "id", "score"):
+        table.add_column(column, no_wrap=True)
+    # wraps at spaces (a word too long for it folds): the one column that gives way
+    table.add_column("title", ratio=1, overflow="fold")
+    table.add_column("author's tier", no_wrap=True)
     for item in r.ranked_passages:
         score = "—" if item.relevance_score is None else f"{item.relevance_score:.3f}"
+        title = titles.get(item.passage_id, "")
         if item.duplicate_of:
-            score = f"= {item.duplicate_of}"
+            score, title = "copy", f"{title} (same text as {item.duplicate_of})"
         table.add_row(
-            str(item.rank),
-            str(retrieval.get(item.passage_id, "")),
+            f"{item.rank} ({retrieval.get(item.passage_id, '')})",
             item.passage_id,
             score,
-            titles.get(item.passage_id, ""),
+            title,
             run.example.expected_tiers.get(item.passage_id, ""),
         )
     console.print(table)
     console.print(
         f"Source {r.source}; {r.metrics.inversion_rate:.0%} of passage pairs changed order "
-        'against retrieval ("was" is the retrieval rank).',
+        "against retrieval (the retrieval rank in brackets).",
         highlight=False,
     )
 
@@ -138,25 +143,30 @@ def _tiers(console: Console, run: DemoRun) -> None:
     _section(console, f"{run.number('tier')} · Tier ({result.judge_id})")
     names = result.scheme.names
     style = {name: _TIER_STYLE[min(i, len(_TIER_STYLE) - 1)] for i, name in enumerate(names)}
+    narrow = console.width < NARROW  # then the snippet heads its justification, as in audit
     table = Table(show_lines=True, box=box.SIMPLE_HEAD)
-    table.add_column("id", overflow="fold")
+    table.add_column("id", no_wrap=True)
     table.add_column("tier", min_width=max(map(len, names)))
-    table.add_column("key evidence", overflow="fold", ratio=1)
-    table.add_column("justification", overflow="fold", ratio=2)
-    table.add_column("source", min_width=len("fallback"))
+    if narrow:
+        table.add_column("key evidence, justification", ratio=1, overflow="fold")
+    else:
+        table.add_column("key evidence", overflow="fold", ratio=1)
+        table.add_column("justification", overflow="fold", ratio=2)
+    table.add_column("source", no_wrap=True)
     for a in result.classifications:
         expected = run.example.expected_tiers.get(a.passage_id, "")
         cell = Text(a.tier, style=style.get(a.tier, ""))
         if expected and expected != a.tier:
             cell.append(f"\n(author: {expected})", style="red")
-        source = a.source if not a.duplicate_of else f"{a.source}, = {a.duplicate_of}"
-        table.add_row(
-            a.passage_id,
-            cell,
-            a.key_evidence_snippet or "—",
-            a.justification,
-            Text(source, style="bold red" if a.source == "fallback" else ""),
-        )
+        source = Text(a.source, style="bold red" if a.source == "fallback" else "")
+        snippet = a.key_evidence_snippet or "—"
+        if a.duplicate_of:
+            snippet += f" (same text as {a.duplicate_of})"
+        if narrow:
+            text = Text(snippet) + Text("\n" + a.justification, style="dim")
+            table.add_row(a.passage_id, cell, text, source)
+        else:
+            table.add_row(a.passage_id, cell, snippet, a.justification, source)
     console.print(table)
     summary = " · ".join(f"{n} {result.tier_summary[result.scheme.count_key(n)]}" for n in names)
     console.print(Text.assemble(("Tier summary: ", "bold"), summary))
@@ -225,8 +235,10 @@ def _part(console: Console, run: DemoRun, name: str) -> None:
     part = run.parts[name]
     _section(console, f"{run.number(name)} · {part.title} ({part.judge_id})")
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("question", "author's", "judge's", "decision"):
-        table.add_column(column, overflow="fold")
+    table.add_column("question", ratio=1, overflow="fold")
+    table.add_column("author's", no_wrap=True)
+    table.add_column("judge's", no_wrap=True)
+    table.add_column("decision", ratio=1, overflow="fold")
     for case in part.cases:
         style = "" if case.agrees else "bold red"
         table.add_row(case.case, case.expected, Text(case.judged, style=style), case.detail)
@@ -245,12 +257,19 @@ def _audit(console: Console, run: DemoRun) -> None:
         _skipped(console, run, "audit")
         return
     console.print(Text.assemble(("Judge: ", "bold"), result.judge_id, f" · run {result.run_id}"))
+    # Under NARROW columns the two grades share one column and the claim heads its evidence:
+    # five columns at 80 would leave the text a few characters wide, cut mid-word.
+    narrow = console.width < NARROW
     table = Table(show_lines=True, box=box.SIMPLE_HEAD)
     table.add_column("#", no_wrap=True)
-    table.add_column("claim", overflow="fold", ratio=2)
-    table.add_column("judge", min_width=len("partially_supported"))
-    table.add_column("author", min_width=len("partially_supported"))
-    table.add_column("evidence and explanation", overflow="fold", ratio=3)
+    if narrow:
+        table.add_column("judge / author", min_width=len("✓ partially_supported"))
+        table.add_column("claim, evidence and explanation", ratio=1, overflow="fold")
+    else:
+        table.add_column("claim", overflow="fold", ratio=2)
+        table.add_column("judge", min_width=len("partially_supported"))
+        table.add_column("author", min_width=len("partially_supported"))
+        table.add_column("evidence and explanation", overflow="fold", ratio=3)
     judged = {c.claim_text: c for c in result.claims}
     for i, check in enumerate(run.claim_checks(), 1):
         got = judged.get(check.claim)
@@ -276,7 +295,11 @@ def _audit(console: Console, run: DemoRun) -> None:
                 detail.append(
                     f" [{got.source}]", style="bold red" if got.source == "fallback" else ""
                 )
-        table.add_row(str(i), check.claim, judge_cell, author_cell, detail)
+        if narrow:
+            grades = judge_cell + Text("\nauthor: ", style="dim") + author_cell
+            table.add_row(str(i), grades, Text(check.claim, style="bold") + "\n" + detail)
+        else:
+            table.add_row(str(i), check.claim, judge_cell, author_cell, detail)
     console.print(table)
     checks = run.claim_checks()
     console.print(

@@ -158,6 +158,7 @@ def run_flags(*names: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
 
 _PASSAGE_FIELDS = "passage_id (or id), text, title, url, rank, score, metadata"
 
+
 def read_passages(path: str | Path) -> list[Passage]:
     """Passages from a JSONL file, one object a line; ``-`` reads stdin. Blank lines are skipped.
 

@@ -196,13 +196,16 @@ def run_demo(
                 skip(name, skipped[name])
                 continue
             judge = built[name]
-            with step(name, judge):
+            count = len(demo.steps.get(name, {}).get("cases", []))
+            notice = _time_notice(judge, f"{count} check(s)", part.measured_s)
+            with step(name, judge, notice):
                 inputs = DemoInputs(demo.query, selected, demo.steps.get(name, {}))
                 cases = part.run(inputs, judge, llm)
             run.parts[name] = DemoPartRun(title=part.title, judge_id=judge.judge_id, cases=cases)
         if "audit" in built:
             judge = built["audit"]
-            with step("audit", judge, _time_notice(judge, "audit", len(demo.answer.claims))):
+            claims = f"{len(demo.answer.claims)} claims in one call"
+            with step("audit", judge, _time_notice(judge, claims, QWEN_MEASURED_S["audit"])):
                 run.audit = evidex.audit(
                     demo.answer.text,
                     selected,
@@ -216,7 +219,9 @@ def run_demo(
             skip("audit", skipped["audit"])
         if "classify" in built:
             judge = built["classify"]
-            with step("classify", judge, _time_notice(judge, "classify", 1)):
+            with step(
+                "classify", judge, _time_notice(judge, "one call", QWEN_MEASURED_S["classify"])
+            ):
                 run.classify = evidex.classify(
                     demo.classify.input,
                     [demo.passage(pid) for pid in demo.classify.passage_ids],
@@ -317,22 +322,19 @@ def _with_title(demo: DemoExample, passage_id: str, text: str) -> Passage:
     return Passage(passage_id=passage_id, text=text, title=demo.passage(passage_id).title)
 
 
-QWEN_MEASURED_S = {"audit": 97, "classify": 131}
-"""Seconds these two steps took with local:qwen when measured on 2 cores shared with other model
-processes, EVIDEX_QWEN_THREADS=1: classify at load average 6-7, where the largest part is
-generating the reply; the audit in score mode at load average 10-11."""
+QWEN_MEASURED_S = {"audit": 24, "classify": 11}
+"""Seconds these two steps took with local:qwen in a demo run on 2 cores shared with another
+llama.cpp process (2026-12-03); a later job's step gives its own (``DemoPart.measured_s``)."""
 
 
-def _time_notice(judge: Judge, step: str, items: int) -> str | None:
+def _time_notice(judge: Judge, what: str, seconds: float | None) -> str | None:
     """What to expect before an LLM step: the embedded model is slow on a CPU."""
-    if not judge.judge_id.startswith("local:qwen"):
+    if not judge.judge_id.startswith("local:qwen") or seconds is None:
         return None
-    what = f"{items} claims in one call" if step == "audit" else "one call"
-    minutes = QWEN_MEASURED_S[step] / 60
     return (
-        f"{what} to {judge.judge_id} on the CPU: {minutes:.0f} min when measured on 2 busy "
-        "cores, less on free ones (on a busy machine set EVIDEX_QWEN_THREADS=1); the first use "
-        "also joins the model weights into the cache dir"
+        f"{what} to {judge.judge_id} on the CPU: about {seconds:.0f} s when measured on 2 cores "
+        "shared with another model process, minutes on a busy machine (there, set "
+        "EVIDEX_QWEN_THREADS=1); the first use also joins the model weights into the cache dir"
     )
 
 

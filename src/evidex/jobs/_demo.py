@@ -56,3 +56,5 @@ class DemoPart:
     judge: str
     """The judge the step uses unless the demo is given one."""
     run: Callable[[DemoInputs, Judge, Mapping[str, Any]], list[DemoCase]]
+    measured_s: float | None = None
+    """Seconds the step took with its default judge when measured (shown before it runs)."""

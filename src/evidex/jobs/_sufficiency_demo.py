@@ -42,5 +42,8 @@ def demo_part(check: Check) -> DemoPart:
         return cases
 
     return DemoPart(
-        title="Enough to answer? (checked before generating)", judge="local:qwen", run=run
+        title="Enough to answer? (checked before generating)",
+        judge="local:qwen",
+        run=run,
+        measured_s=20,  # both checks, local:qwen mode=score, 2026-12-03 (as the other steps)
     )
