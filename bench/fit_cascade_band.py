@@ -83,12 +83,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         else None,
         "script": "bench/fit_cascade_band.py",
     }
+    # the edge for whole-query jobs is fitted apart (bench/sufficiency_cascade.py): kept
+    before = json.loads((SHIPPED / "band.json").read_text(encoding="utf-8")).get("local:minilm", {})
+    kept = before.get("fit", {}).get("none_relevant_below")
     shipped = Band(
         low=band.low,
         high=band.high,
         cheap="local:minilm",
         cheap_version=judge.model_version,
-        fit=facts,
+        none_relevant_below=before.get("none_relevant_below"),
+        fit={**facts, **({"none_relevant_below": kept} if kept else {})},
     )
     print(json.dumps(shipped.to_json(), indent=2))
     if args.write:
