@@ -154,3 +154,24 @@ def test_the_checks_find_a_cycle_and_a_private_import(tmp_path: Path) -> None:
         ["evidex.jobs.b", "evidex.jobs.a", "evidex.jobs.b"],
     )
     assert tree.private_imports() == ["evidex/cli/run.py:1 evidex.jobs._common"]
+
+
+HEAVY = ("sqlalchemy", "aiohttp", "numpy", "onnxruntime", "llama_cpp", "fastapi")
+
+
+def test_import_evidex_loads_no_heavy_package() -> None:
+    """``import evidex`` (and so every CLI call in a shell pipeline) pays for none of these:
+    the store, the judges' runtimes and the service load when they are used."""
+    import subprocess
+    import sys
+
+    probe = f"import sys, evidex; print([m for m in {HEAVY!r} if m in sys.modules])"
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
+    lazy = "import evidex; s = evidex.open_store('sqlite://'); print(type(s).__name__); s.close()"
+    out = subprocess.run(
+        [sys.executable, "-c", lazy], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "SqlStore"

@@ -80,7 +80,6 @@ from evidex.judges.scoring import Scorer
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.loaders import load_classify_examples, load_examples, load_prompt
 from evidex.pricing import Price
-from evidex.store import SqlStore, open_store
 from evidex.tasks.custom import Prompt
 from evidex.taxonomy import LabelDefinition, Taxonomy
 from evidex.types import (
@@ -182,3 +181,19 @@ __all__ = [
     "tier",
     "tier_many",
 ]
+
+
+_LAZY = {"SqlStore": "evidex.store", "open_store": "evidex.store"}
+"""Names loaded on first use: the store brings SQLAlchemy (a third of ``import evidex``), which
+a job call given ``store="sqlite://"`` or a URL opens only when it runs, and ``evidex
+--version`` never needs."""
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'evidex' has no attribute {name!r}")

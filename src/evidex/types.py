@@ -273,3 +273,14 @@ DEFAULT_TIERS = TierScheme(
     ),
     fallback_tier="contextually-relevant",
 )
+
+
+AUDIT_STATUSES = (
+    "fully_supported",
+    "partially_supported",
+    "inferred",
+    "unsupported",
+    "contradicted",
+)
+"""The statuses a reviewer may give an audited claim (the support levels and
+``contradicted``)."""

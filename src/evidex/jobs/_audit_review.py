@@ -37,7 +37,7 @@ from evidex.jobs._review import (
     per_item,
     short,
 )
-from evidex.store import AUDIT_STATUSES
+from evidex.types import AUDIT_STATUSES
 
 __all__ = ["ANSWER_DECISIONS", "REVIEW", "AuditReview", "ClaimGrade"]
 

@@ -18,18 +18,11 @@ from typing import Any
 
 from evidex._registered import JOBS
 from evidex.errors import InputError
+from evidex.types import AUDIT_STATUSES
 
 __all__ = ["AUDIT_STATUSES", "MAX_DECISION_CHARS", "check_decision"]
 
-AUDIT_STATUSES = (
-    "fully_supported",
-    "partially_supported",
-    "inferred",
-    "unsupported",
-    "contradicted",
-)
-"""The statuses a reviewer may give an audited claim (the support levels and
-``contradicted``)."""
+
 MAX_DECISION_CHARS = 10_000
 
 
