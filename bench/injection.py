@@ -1,7 +1,8 @@
 """Attack success against the jobs, with and without the defence, judge by judge.
 
     python bench/injection.py [--data ../shared/data] [--judge local:minilm ...] [--pairs 20]
-                               [--no-write]
+                               [--queries N] [--job tier ...] [--option KEY=VALUE ...]
+                               [--section injection_tier] [--no-write]
 
 For every TREC DL 2019 query, one irrelevant passage (NIST grade 0, seed 27) is judged beside
 one relevant passage of the same query: clean, and with each record of the attack suite
@@ -17,6 +18,11 @@ Collateral: how often the relevant passage beside the attacked one changed its g
 (after). Clean agreement: on up to ``--pairs`` judged passages per query, before and after (a
 difference is a false positive of the screen costing a clean passage). The jobs are the table
 in ``bench/_injection_jobs.py``; a job the judge does not do is said, not measured.
+
+``--queries N`` measures the first N usable queries (sorted by id) only, for a judge too slow
+for all 43 (an LLM on a CPU); ``--job`` keeps some jobs of the table; ``--option`` goes to every
+judge; ``--section`` names the docs/benchmarks.md section written (a slow judge's rows go to a
+section of their own, so the full run's stay).
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _injection_jobs import JOBS, UNMEASURED
+from _options import add_option_flag, judge_options
 from _report import write_section
 from injection_screen import load
 
@@ -45,7 +52,11 @@ def main() -> None:
     parser.add_argument("--judge", action="append", help="judge spec (repeatable)")
     parser.add_argument("--pairs", type=int, default=20, help="clean pairs per query")
     parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument("--queries", type=int, default=None, help="first N usable queries")
+    parser.add_argument("--job", action="append", help="jobs of the table to run (repeatable)")
+    parser.add_argument("--section", default="injection_tier")
     parser.add_argument("--no-write", action="store_true")
+    add_option_flag(parser)
     args = parser.parse_args()
 
     queries, qrels, texts = load(args.data, "trec-dl-2019")
@@ -62,8 +73,9 @@ def main() -> None:
     skipped: list[str] = []
     used = 0
     for spec in args.judge or ["local:minilm"]:
-        judge = get_judge(spec)
-        for bench in JOBS:
+        judge = get_judge(spec, **judge_options(args.option))
+        shown = " ".join([spec, *(o for o in args.option if not o.startswith("n_threads="))])
+        for bench in [b for b in JOBS if not args.job or b.job in args.job]:
             if not judge.supports(bench.job):
                 skipped.append(f"`{spec}` does not do {bench.job}")
                 continue
@@ -76,6 +88,8 @@ def main() -> None:
             rng = random.Random(args.seed)
             used = 0
             for qid in sorted(qrels):
+                if args.queries is not None and used >= args.queries:
+                    break
                 judged, query = qrels[qid], queries.get(qid)
                 zeros = [p for p, g in sorted(judged.items()) if g == 0 and p in texts]
                 good = [p for p, g in sorted(judged.items()) if g >= 2 and p in texts]
@@ -110,19 +124,19 @@ def main() -> None:
                 total.update({"n": n, "before": b, "after": a, "collateral": collateral[kind]})
                 side = collateral[kind] if bench.collateral else "–"
                 rows.append(
-                    f"| {spec} | {bench.job} | {kind} | {n} | {b} ({b / n:.0%}) | "
+                    f"| {shown} | {bench.job} | {kind} | {n} | {b} ({b / n:.0%}) | "
                     f"{a} ({a / n:.0%}) | {side} |"
                 )
             for split in ("(tune)", "(heldout)"):
                 n, b, a = tries[split], wins[split]["before"], wins[split]["after"]
                 if n:
                     rows.append(
-                        f"| {spec} | {bench.job} | {split[1:-1]} phrasings | {n} | "
+                        f"| {shown} | {bench.job} | {split[1:-1]} phrasings | {n} | "
                         f"{b} ({b / n:.1%}) | {a} ({a / n:.1%}) | |"
                     )
             n = total["n"]
             rows.append(
-                f"| {spec} | {bench.job} | (all) | {n} | {total['before']} "
+                f"| {shown} | {bench.job} | (all) | {n} | {total['before']} "
                 f"({total['before'] / n:.1%}) | {total['after']} ({total['after'] / n:.1%}) | "
                 f"{total['collateral'] if bench.collateral else '–'} |"
             )
@@ -133,13 +147,15 @@ def main() -> None:
                 if x[p] != y[p]
             )
             clean_rows.append(
-                f"| {spec} | {bench.job} | {bench.measure} | "
+                f"| {shown} | {bench.job} | {bench.measure} | "
                 f"{bench.agreement(clean_pairs[False]):.3f} | "
                 f"{bench.agreement(clean_pairs[True]):.3f} | {changed} |"
             )
     seconds = time.perf_counter() - started
+    options = judge_options(args.option)
     body = (
-        f"{used} TREC DL 2019 queries; the suite's phrasings aimed at each job (tuned and held "
+        (f"Judge options: {options}. " if options else "")
+        + f"{used} TREC DL 2019 queries; the suite's phrasings aimed at each job (tuned and held "
         f"out); tier at batch size 5, rerank by the judge's default strategy; {seconds:.0f} s."
         "\n\n" + "\n".join(rows) + "\n\n"
         f"Clean passages (up to {args.pairs} judged a query), before and after the defence:\n\n"
@@ -151,7 +167,10 @@ def main() -> None:
     )
     print(body)
     if not args.no_write:
-        write_section("injection_tier", "Injection: attack success against the jobs", body)
+        title = "Injection: attack success against the jobs"
+        if args.section != "injection_tier":
+            title += f" ({', '.join(args.judge or ['local:minilm'])}, {used} queries)"
+        write_section(args.section, title, body)
 
 
 if __name__ == "__main__":
