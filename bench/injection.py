@@ -74,7 +74,7 @@ def main() -> None:
     used = 0
     for spec in args.judge or ["local:minilm"]:
         judge = get_judge(spec, **judge_options(args.option))
-        shown = " ".join([spec, *(o for o in args.option if not o.startswith("n_threads="))])
+        label = " ".join([spec, *(o for o in args.option if not o.startswith("n_threads="))])
         for bench in [b for b in JOBS if not args.job or b.job in args.job]:
             if not judge.supports(bench.job):
                 skipped.append(f"`{spec}` does not do {bench.job}")
@@ -124,19 +124,19 @@ def main() -> None:
                 total.update({"n": n, "before": b, "after": a, "collateral": collateral[kind]})
                 side = collateral[kind] if bench.collateral else "–"
                 rows.append(
-                    f"| {shown} | {bench.job} | {kind} | {n} | {b} ({b / n:.0%}) | "
+                    f"| {label} | {bench.job} | {kind} | {n} | {b} ({b / n:.0%}) | "
                     f"{a} ({a / n:.0%}) | {side} |"
                 )
             for split in ("(tune)", "(heldout)"):
                 n, b, a = tries[split], wins[split]["before"], wins[split]["after"]
                 if n:
                     rows.append(
-                        f"| {shown} | {bench.job} | {split[1:-1]} phrasings | {n} | "
+                        f"| {label} | {bench.job} | {split[1:-1]} phrasings | {n} | "
                         f"{b} ({b / n:.1%}) | {a} ({a / n:.1%}) | |"
                     )
             n = total["n"]
             rows.append(
-                f"| {shown} | {bench.job} | (all) | {n} | {total['before']} "
+                f"| {label} | {bench.job} | (all) | {n} | {total['before']} "
                 f"({total['before'] / n:.1%}) | {total['after']} ({total['after'] / n:.1%}) | "
                 f"{total['collateral'] if bench.collateral else '–'} |"
             )
@@ -147,7 +147,7 @@ def main() -> None:
                 if x[p] != y[p]
             )
             clean_rows.append(
-                f"| {shown} | {bench.job} | {bench.measure} | "
+                f"| {label} | {bench.job} | {bench.measure} | "
                 f"{bench.agreement(clean_pairs[False]):.3f} | "
                 f"{bench.agreement(clean_pairs[True]):.3f} | {changed} |"
             )
