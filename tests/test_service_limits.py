@@ -422,3 +422,19 @@ def test_typed_responses_send_the_json_they_always_sent(store: SqlStore) -> None
 
 def _iso(value: Any) -> str:
     return value.isoformat()
+
+
+def test_a_baseline_window_past_what_a_database_counts_is_422_not_500(store: SqlStore) -> None:
+    """The audit's baseline window is a row limit of an audit-log query: past 64 bits the
+    database refuses it, so the option is bounded and a huge one is the caller's error."""
+    client = _client(store)
+    body = {
+        "answer": "Adults need 600 IU of vitamin D.",
+        "passages": PASSAGES,
+        "judge": "scripted",
+        "policy": {"baseline_window": 2**70},
+    }
+    response = client.post("/audit", json=body)
+    assert response.status_code == 422, response.text
+    [error] = response.json()["detail"]
+    assert error["loc"][-1] == "baseline_window" and "1000000" in error["msg"]

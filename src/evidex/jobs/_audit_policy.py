@@ -51,6 +51,12 @@ DISTRIBUTION_STEP = "audit.distribution"
 _SEVERITY: dict[Decision, int] = {"publish": 0, "review": 1, "block": 2}
 
 
+MAX_BASELINE = 1_000_000
+"""The largest baseline window (and minimum): the window is a row limit of an audit-log query,
+which a database refuses past 64 bits; a million answers is more history than a baseline
+needs."""
+
+
 class AuditPolicy(BaseModel):
     """Settings of the decision and of the baseline alert. Unknown names are rejected."""
 
@@ -80,12 +86,20 @@ class AuditPolicy(BaseModel):
     baseline_window: Annotated[
         int,
         Flag(metavar="N"),
-        Field(ge=1, description="How many recent audited answers form the baseline."),
+        Field(
+            ge=1,
+            le=MAX_BASELINE,
+            description="How many recent audited answers form the baseline.",
+        ),
     ] = 200
     baseline_min_answers: Annotated[
         int,
         Flag(metavar="N"),
-        Field(ge=1, description="No baseline alert until the baseline holds this many answers."),
+        Field(
+            ge=1,
+            le=MAX_BASELINE,
+            description="No baseline alert until the baseline holds this many answers.",
+        ),
     ] = 20
     alert_margin: Annotated[
         float,
