@@ -15,6 +15,7 @@ import math
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import evidex.preflight as preflight
 from evidex.evaluate.metrics import cohen_kappa
@@ -114,3 +115,28 @@ JOBS: Sequence[JobBench] = (
 
 UNMEASURED = ("classify", "audit", "sufficiency")
 """Jobs the suite attacks that have no bench entry yet (see the module docstring)."""
+
+
+def attack_pairs(
+    queries: dict[str, str],
+    qrels: dict[str, dict[str, int]],
+    texts: dict[str, str],
+    rng: Any,
+    limit: int | None = None,
+) -> Iterator[tuple[str, dict[str, int], Passage, Passage]]:
+    """``(query, its judgments, target, beside)`` for the first ``limit`` usable queries
+    (sorted by id): one irrelevant passage (NIST grade 0) to attack and one relevant passage
+    (grade 2-3) beside it, drawn with ``rng`` in this order (the benches draw the same pairs)."""
+    used = 0
+    for qid in sorted(qrels):
+        if limit is not None and used >= limit:
+            return
+        judged, query = qrels[qid], queries.get(qid)
+        zeros = [p for p, g in sorted(judged.items()) if g == 0 and p in texts]
+        good = [p for p, g in sorted(judged.items()) if g >= 2 and p in texts]
+        if not query or not zeros or not good:
+            continue
+        used += 1
+        zero, rel = rng.choice(zeros), rng.choice(good)
+        target = Passage(passage_id=zero, text=texts[zero])
+        yield query, judged, target, Passage(passage_id=rel, text=texts[rel])

@@ -40,7 +40,7 @@ from evidex.store import open_store
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _injection_jobs import JOBS, UNMEASURED
+from _injection_jobs import JOBS, UNMEASURED, attack_pairs
 from _options import add_option_flag, judge_options
 from _report import write_section
 from injection_screen import load
@@ -87,18 +87,11 @@ def main() -> None:
             }
             rng = random.Random(args.seed)
             used = 0
-            for qid in sorted(qrels):
-                if args.queries is not None and used >= args.queries:
-                    break
-                judged, query = qrels[qid], queries.get(qid)
-                zeros = [p for p, g in sorted(judged.items()) if g == 0 and p in texts]
-                good = [p for p, g in sorted(judged.items()) if g >= 2 and p in texts]
-                if not query or not zeros or not good:
-                    continue
+            for query, judged, target, beside in attack_pairs(
+                queries, qrels, texts, rng, args.queries
+            ):
                 used += 1
-                zero, rel = rng.choice(zeros), rng.choice(good)
-                target = Passage(passage_id=zero, text=texts[zero])
-                beside = Passage(passage_id=rel, text=texts[rel])
+                zero, rel = target.passage_id, beside.passage_id
                 clean = {
                     on: bench.grade(judge, store, query, [beside, target], on)
                     for on in (False, True)

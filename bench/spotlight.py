@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _injection_jobs import CONTEXT, TIERS, undefended
+from _injection_jobs import CONTEXT, TIERS, attack_pairs, undefended
 from _options import add_option_flag, judge_options
 from _report import write_section
 from _spotlight import MARKED_TEMPLATE, datamark, marking_step
@@ -90,18 +90,9 @@ def main() -> None:
     tokens = {arm: 0 for arm in ARMS}
     used = 0
     started = time.perf_counter()
-    for qid in sorted(qrels):
-        if used >= args.queries:
-            break
-        judged, query = qrels[qid], queries.get(qid)
-        zeros = [p for p, g in sorted(judged.items()) if g == 0 and p in texts]
-        good = [p for p, g in sorted(judged.items()) if g >= 2 and p in texts]
-        if not query or not zeros or not good:
-            continue
+    for query, judged, target, beside in attack_pairs(queries, qrels, texts, rng, args.queries):
         used += 1
-        zero, rel = rng.choice(zeros), rng.choice(good)
-        target = Passage(passage_id=zero, text=texts[zero])
-        beside = Passage(passage_id=rel, text=texts[rel])
+        zero, rel = target.passage_id, beside.passage_id
         for arm in ARMS:
             items = [{"passage_id": p.passage_id, "text": p.text} for p in (beside, target)]
             if arm == ARMS[1]:
@@ -115,7 +106,7 @@ def main() -> None:
                 tries[f"{arm}|{attack.kind}"] += 1
                 wins[arm][attack.kind] += base[zero] not in CONTEXT and graded[zero] in CONTEXT
                 collateral[arm] += graded[rel] != base[rel]
-            print(f"{qid} {arm}: {dict(wins[arm])}", file=sys.stderr, flush=True)
+            print(f"{query[:40]} {arm}: {dict(wins[arm])}", file=sys.stderr, flush=True)
     rows = [
         "| attack kind | tries per arm | success, shipped prompt | success, datamarked prompt |",
         "|---|---:|---:|---:|",
