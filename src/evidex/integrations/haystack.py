@@ -88,43 +88,6 @@ class EvidexRanker:
 
 
 @component
-class EvidexTierFilter:
-    """Keeps the documents evidex's tier job and :func:`evidex.select_context` select: the
-    tiers of ``policy`` (strict, standard, broad) within ``token_budget``, top tier first.
-    ``judge``, ``store`` and ``options`` (the tier options) as for :class:`EvidexRanker`."""
-
-    def __init__(
-        self,
-        policy: str = "standard",
-        token_budget: int = 4000,
-        judge: Any = None,
-        store: Any = None,
-        options: dict[str, Any] | None = None,
-    ) -> None:
-        self.policy = policy
-        self.token_budget = token_budget
-        self.judge = judge
-        self.store = store
-        self.options = dict(options or {})
-
-    def _grading(self) -> Grading:
-        options = run_options(self.judge, self.store, self.options)
-        return Grading("tier", None, self.policy, self.token_budget, options)
-
-    @component.output_types(documents=list[Document])
-    def run(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
-        """The selected documents, each with its tier under ``meta["evidex"]``."""
-        grades = self._grading().grade(query, _texts(documents))
-        return {"documents": _graded(documents, grades)}
-
-    @component.output_types(documents=list[Document])
-    async def run_async(self, query: str, documents: list[Document]) -> dict[str, list[Document]]:
-        """:meth:`run` on the running event loop."""
-        grades = await self._grading().agrade(query, _texts(documents))
-        return {"documents": _graded(documents, grades)}
-
-
-@component
 class EvidexFilter:
     """Keeps the documents a job keeps: ``job`` is any job the adapters run (``"rerank"``,
     ``"tier"``, or a check before generating, which keeps every document, the first ``top_k``,
@@ -162,3 +125,21 @@ class EvidexFilter:
         """:meth:`run` on the running event loop."""
         grades = await grading_of(self).agrade(query, _texts(documents))
         return {"documents": _graded(documents, grades)}
+
+
+@component
+class EvidexTierFilter(EvidexFilter):
+    """Keeps the documents evidex's tier job and :func:`evidex.select_context` select: the
+    tiers of ``policy`` (strict, standard, broad) within ``token_budget``, top tier first.
+    ``judge``, ``store`` and ``options`` (the tier options) as for :class:`EvidexRanker`."""
+
+    def __init__(
+        self,
+        policy: str = "standard",
+        token_budget: int = 4000,
+        judge: Any = None,
+        store: Any = None,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        # haystack's @component builds a new class, so the base is named, not super()
+        EvidexFilter.__init__(self, "tier", None, policy, token_budget, judge, store, options)
