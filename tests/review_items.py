@@ -22,7 +22,8 @@ PASSAGES = [
     Passage(passage_id="nih-fact", text="Vitamin D helps the body absorb calcium from food."),
     Passage(passage_id="blog-sun", text="Ten minutes of midday sun may be enough in summer."),
 ]
-BAD = ["not JSON"] * 8
+BAD = ["not JSON"] * 12
+"""Enough invalid replies for every attempt of a fallback: a batch's own, then its split parts'."""
 
 
 def _relevant(request: JudgeRequest) -> dict[str, Any]:

@@ -196,9 +196,12 @@ def test_claims_graded_validly_survive_a_fallback_of_their_batch(store: SqlStore
     last = {
         "claims": [bad_number, graded("claim-2", inferred()), graded("claim-3", contradicted())]
     }
-    judge = ScriptedJudge([last, last])
+    alone = {"claims": [bad_number]}
+    judge = ScriptedJudge([last, last, alone, alone])
     result = _audit(judge, store, claims=[FOUNDED, CEO, FREE])
-    assert len(judge.requests) == 2
+    # the batch's two attempts, then the failing claim asked alone (the re-ask, at temperature 0)
+    assert [len(r.payload.claims) for r in judge.requests] == [3, 3, 1, 1]  # type: ignore[attr-defined]
+    assert judge.requests[3].temperature == 0.0
     sources = [(c.classification, c.source) for c in result.claims]
     assert sources == [("unsupported", "fallback"), ("inferred", "judge"), ("unsupported", "judge")]
     assert "2012" in (result.claims[0].reason or "")

@@ -449,6 +449,7 @@ def test_fallback_exits_0_with_source_and_review_items_then_review_round_trip(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "250")
+    monkeypatch.setenv("EVIDEX_SPLIT_BATCHES", "0")  # the spec's ladder alone: three attempts
     scripted("not JSON at all", "still not JSON", "{broken")
     code, out, err = tier_run(capsys, passages_file, "--batch-size", "15")
     assert code == 0, err

@@ -20,6 +20,8 @@ from evidex.types import Passage
 from tests.scripted import ScriptedJudge, tier_reply
 
 FAST = HarnessSettings(backoff_s=0.0)
+LADDER = HarnessSettings(backoff_s=0.0, split_batches=False)
+"""The spec's ladder alone: a failing batch is not split (tests/test_harness_split.py)."""
 
 
 def _run(
@@ -74,7 +76,7 @@ def test_third_attempt_is_temperature_zero_with_strict_reminder(
 
 def test_fallback_after_three_invalid_replies(store: SqlStore, passages: list[Passage]) -> None:
     judge = ScriptedJudge([_invented, _invented, "no JSON in this reply"])
-    result = _run(judge, store, passages)
+    result = _run(judge, store, passages, settings=LADDER)
     assert len(judge.requests) == 3  # the first try and the spec's two retries
     assert [a.passage_id for a in result.classifications] == [p.passage_id for p in passages]
     for a in result.classifications:
@@ -103,7 +105,7 @@ def test_last_reply_keeps_its_valid_grades_and_falls_back_on_the_rest(
         return tier_reply(request, tier="tangentially-related", **overrides)
 
     judge = ScriptedJudge([_invented, _invented, last])
-    result = _run(judge, store, passages)
+    result = _run(judge, store, passages, settings=LADDER)
     by_id = {a.passage_id: a for a in result.classifications}
     kept = [p.passage_id for p in passages if p.passage_id not in ("p1", "p2")]
     assert kept, "the fixture needs passages beyond p1 and p2"

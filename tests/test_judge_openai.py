@@ -46,6 +46,8 @@ pytestmark = pytest.mark.network
 KEY = "sk-test-SECRET123"
 QUERY = "how much vitamin D do adults need?"
 FAST = HarnessSettings(backoff_s=0.0)
+LADDER = HarnessSettings(backoff_s=0.0, split_batches=False)
+"""The spec's ladder alone (a failing batch is not split; tests/test_harness_split.py)."""
 STRICT_REMINDER = PromptTemplate("x", "", "").strict.split("\n")[0]
 JUDGE_STATUSES = ("ok", "invalid", "error")
 
@@ -391,7 +393,7 @@ def test_invalid_reply_is_reasked_with_the_error_then_strict_at_temperature_zero
     passages: list[Passage],
 ) -> None:
     server.add(Reply(bad(passages)), Reply(bad(passages)), Reply(text_of(valid(passages))))
-    result = run_tier(judge, store, passages)
+    result = run_tier(judge, store, passages, settings=LADDER)
 
     check_invariants(result, passages, store, server)
     assert {a.source for a in result.classifications} == {"judge"}
@@ -422,7 +424,7 @@ def test_invalid_reply_every_time_falls_back_with_a_review_item(
     passages: list[Passage],
 ) -> None:
     server.add(Reply(bad(passages)), Reply(bad(passages)), Reply(bad(passages)))
-    result = run_tier(judge, store, passages)
+    result = run_tier(judge, store, passages, settings=LADDER)
 
     check_invariants(result, passages, store, server)
     check_fallback(result, store, error, failing)

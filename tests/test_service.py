@@ -65,7 +65,8 @@ def test_bad_input_is_422_with_a_message(store: SqlStore) -> None:
 
 
 def test_fallback_then_review_round_trip(store: SqlStore) -> None:
-    client = _client(store, ScriptedJudge(["nope"] * 3))
+    # three attempts on the batch, then each passage alone (two attempts each): all invalid
+    client = _client(store, ScriptedJudge(["nope"] * 7))
     body = client.post(
         "/tier", json={"query": "q", "passages": PASSAGES, "judge": "scripted"}
     ).json()
@@ -78,7 +79,9 @@ def test_fallback_then_review_round_trip(store: SqlStore) -> None:
     assert resolved["status"] == "resolved"
     assert client.get("/review").json() == []
     rows = client.get("/log", params={"run_id": body["run_id"]}).json()
-    assert [r["status"] for r in rows if r["step"] == "tier"] == ["invalid"] * 3 + ["fallback"]
+    statuses = [r["status"] for r in rows if r["step"] == "tier"]
+    assert statuses[:4] == ["invalid"] * 3 + ["split"]
+    assert sorted(statuses[4:]) == ["fallback"] * 2 + ["invalid"] * 4
 
 
 def test_metrics_and_health(store: SqlStore) -> None:

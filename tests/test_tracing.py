@@ -152,14 +152,19 @@ def test_the_job_span_carries_the_cost_when_the_judge_is_priced(
 def test_a_fallback_is_an_event_and_the_steps_status(
     spans: InMemorySpanExporter, store: SqlStore, passages: list[Passage]
 ) -> None:
-    evidex.tier(QUERY, passages, judge=ScriptedJudge([_invented] * 3), store=store, settings=FAST)
+    evidex.tier(QUERY, passages, judge=ScriptedJudge([_invented] * 5), store=store, settings=FAST)
     [step] = _named(spans, "evidex.step")
     calls = _named(spans, "chat ")
-    assert [(c.attributes or {})["evidex.attempt"] for c in calls] == [1, 2, 3]
-    # the last attempt is the strict one at temperature 0
-    assert (calls[-1].attributes or {})["gen_ai.request.temperature"] == 0.0
+    # the batch's three attempts, then its first passage (never graded) alone, twice
+    assert [(c.attributes or {})["evidex.attempt"] for c in calls] == [1, 2, 3, 1, 2]
+    # the last attempt of each ladder is the strict one at temperature 0
+    temperatures = [(c.attributes or {})["gen_ai.request.temperature"] for c in calls]
+    assert temperatures[2] == temperatures[4] == 0.0
+    [split] = [e for e in step.events if e.name == "evidex.split"]
+    assert split.attributes is not None and split.attributes["evidex.attempts"] == 3
+    assert (split.attributes["evidex.parts"], split.attributes["evidex.kept"]) == (1, 6)
     [fallback] = [e for e in step.events if e.name == "evidex.fallback"]
-    assert fallback.attributes is not None and fallback.attributes["evidex.attempts"] == 3
+    assert fallback.attributes is not None and fallback.attributes["evidex.attempts"] == 2
     assert fallback.attributes["evidex.review_item_id"] >= 1  # type: ignore[operator]
     attrs = dict(step.attributes or {})
     assert attrs["evidex.status"] == "fallback" and "evidex.reason" in attrs

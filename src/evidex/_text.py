@@ -287,6 +287,14 @@ def extract_json_object(text: str) -> Any:
     raise ValueError("the reply holds no JSON object")
 
 
+def cut_off(text: str) -> bool:
+    """True when the reply's first JSON object is still open where the text ends: a reply
+    stopped mid-way (at a token limit the server did not report). A reply that closes a code
+    fence after it was ended by the model, malformed rather than cut."""
+    start = text.find("{")
+    return start >= 0 and not text.rstrip().endswith("```") and _still_open(text, start)
+
+
 def _the_one(objects: list[Any]) -> Any:
     if len(objects) > 1:
         raise ValueError(

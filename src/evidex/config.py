@@ -79,6 +79,14 @@ class Settings(BaseModel):
         default=None, gt=0, description="seconds per judge call; None: the judge's own default"
     )
     max_concurrency: int = Field(default=4, ge=1)
+    split_batches: bool = Field(
+        default=True,
+        description="split a batch whose replies never validate and ask its halves again, "
+        "down to one item, before any fallback",
+    )
+    max_item_attempts: int = Field(
+        default=8, ge=1, description="attempts one item may take part in, splits included"
+    )
     judges: dict[str, str] = Field(
         default_factory=lambda: {job: r.default_judge for job, r in REGISTERED.items()}
     )
@@ -123,6 +131,8 @@ def _from_env() -> dict[str, Any]:
     for key, name in (
         ("timeout_s", "EVIDEX_TIMEOUT_S"),
         ("max_concurrency", "EVIDEX_MAX_CONCURRENCY"),
+        ("split_batches", "EVIDEX_SPLIT_BATCHES"),
+        ("max_item_attempts", "EVIDEX_MAX_ITEM_ATTEMPTS"),
     ):
         if env.get(name):
             values[key] = env[name]

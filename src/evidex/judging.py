@@ -172,6 +172,9 @@ class JudgeReply:
     notes: tuple[str, ...] = ()
     """What the judge learned while answering (a server refused a structured-output mode and
     the call went out in another), each written to the audit log as a note."""
+    truncated: bool = False
+    """The reply stopped at ``max_tokens`` (``finish_reason: length``): the harness splits a
+    batch whose reply was cut off instead of asking for the same long reply again."""
 
 
 class Judge(abc.ABC):

@@ -7,16 +7,18 @@ from __future__ import annotations
 import asyncio
 import sys
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from evidex._text import extract_json_object
+from evidex.errors import AttemptRecord
 from evidex.judging import JudgeReply
 from evidex.tasks.base import ReplyInvalid, Salvageable, Salvaged, Step
+from evidex.types import Usage
 
-__all__ = ["Timing", "parse_reply", "salvage", "within"]
+__all__ = ["Failed", "Timing", "parse_reply", "salvage", "within"]
 
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
@@ -36,6 +38,18 @@ class Timing:
     def detail(self, endpoint: str = "") -> dict[str, Any]:
         timing: dict[str, Any] = {"queue_ms": round(self.queue_s * 1000, 3)}
         return timing | ({"endpoint": endpoint} if endpoint else {})
+
+
+@dataclass
+class Failed:
+    """A batch's attempts that gave no valid reply: what they were, what they cost, why the
+    last one failed, and whether it was cut off at the token limit."""
+
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+    reason: str = "no attempt was made"
+    cut_off: bool = False
 
 
 def salvage(step: Step[B, V], batch: B, raw: str | None, reason: str) -> Salvaged[B, V] | None:

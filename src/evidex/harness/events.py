@@ -19,7 +19,7 @@ __all__ = ["AuditRecord", "Hooks", "Status"]
 
 logger = logging.getLogger("evidex.harness")
 
-Status = Literal["ok", "invalid", "error", "fallback", "cache", "note", "review"]
+Status = Literal["ok", "invalid", "error", "split", "fallback", "cache", "note", "review"]
 
 
 def _now() -> datetime:

@@ -250,7 +250,7 @@ class JobRun:
     async def call(self, step: Step[B, V], batch: B, *, batch_id: str | None = None) -> Outcome[V]:
         """One validated exchange (see :meth:`Harness.call`), counted in the run's totals."""
         outcome = await self.harness.call(step, batch, self.ctx, batch_id=batch_id)
-        self.outcomes.append(outcome)
+        self._keep([outcome])
         return outcome
 
     async def map(
@@ -260,8 +260,15 @@ class JobRun:
         outcomes = await self.harness.map(
             step, batches, self.ctx, on_progress=self.on_progress if progress else None
         )
-        self.outcomes.extend(outcomes)
+        self._keep(outcomes)
         return outcomes
+
+    def _keep(self, outcomes: Sequence[Outcome[Any]]) -> None:
+        """Count the outcomes in the run's totals, and keep the events the harness put on them
+        (a batch split) for the result: the audit log has them already."""
+        self.outcomes.extend(outcomes)
+        for outcome in outcomes:
+            self.events.extend(outcome.events)
 
     def note_warnings(self, outcomes: Sequence[Outcome[Any]]) -> None:
         """Keep and log the warnings the replies' values carry (a reply's passages that looked

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from evidex._text import sha256_hex
 from evidex.errors import AttemptRecord
 from evidex.harness.ports import ReviewRequest
-from evidex.types import Source, Usage
+from evidex.types import Event, Source, Usage
 
 __all__ = ["Outcome", "RunContext"]
 
@@ -58,6 +58,9 @@ class Outcome(Generic[V]):
     kept: tuple[str, ...] = ()
     """For a fallback: the items kept from the judge's last reply (see
     :class:`~evidex.tasks.base.Salvaged`); empty when the whole batch took the fallback."""
+    events: tuple[Event, ...] = ()
+    """What the harness did to the batch that its result should say (a split), already in the
+    audit log."""
 
     def source_of(self, item_source: Source) -> Source:
         """Where one item of the value came from. A fallback outcome may keep the valid items

@@ -3,10 +3,11 @@
 For one batch (:meth:`Harness.call`): cache lookup → judge call under a timeout and the judge's
 circuit breaker → JSON extraction → the step's schema and semantic validation → on failure a
 re-ask that carries the errors → a last attempt at temperature 0 with a stricter format reminder
-→ when attempts run out, the step's explicit fallback, marked ``source="fallback"`` with its
-reason, a review-queue item, and an audit-log row. A step that grades items one by one (tier
-passages, audit claims) keeps the items of the last reply that passed their checks; only the
-rest take the fallback and go to review. Every exchange emits an :class:`AuditRecord`.
+→ for a step that grades items one by one (tier passages, audit claims), the valid items of the
+last reply kept and the rest split in halves, each half asked again, down to one item
+(:mod:`evidex.harness._split`; a reply cut off at its token limit is split at once) → for what
+fails alone, the step's explicit fallback, marked ``source="fallback"`` with its reason, a
+review-queue item, and an audit-log row. Every exchange emits an :class:`AuditRecord`.
 
 For many batches (:meth:`Harness.map`): bounded concurrency, results in input order, progress.
 For a whole job (:meth:`Harness.run`, :meth:`Harness.run_many`): see :mod:`evidex.harness.job`.
@@ -24,11 +25,14 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from evidex._text import cut_off as _cut_off
 from evidex.errors import AttemptRecord, CircuitOpenError, InputError, JudgeUnavailable
+from evidex.harness._exchange import Failed as _Failed
 from evidex.harness._exchange import Timing as _Timing
 from evidex.harness._exchange import parse_reply as _parse
-from evidex.harness._exchange import salvage as _salvage
 from evidex.harness._exchange import within as _within
+from evidex.harness._fallback import fall_back
+from evidex.harness._split import divisible, plan_split
 from evidex.harness.cache_keys import CacheKeys
 from evidex.harness.collector import collector_tuned_for_runs
 from evidex.harness.events import AuditRecord, Hooks
@@ -39,17 +43,15 @@ from evidex.harness.job import (
     Progress,
     run_many_planned,
     run_planned,
-    with_passages,
 )
 from evidex.harness.metrics import metrics
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
-from evidex.harness.routing import batch_passages, batch_vocabulary, merged_review
+from evidex.harness.routing import merged_review
 from evidex.harness.settings import HarnessSettings
 from evidex.harness.tracing import traced_call
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
 from evidex.tasks.base import ReplyInvalid, Step, StepRequest
-from evidex.types import Usage
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
@@ -171,7 +173,7 @@ class Harness:
         )
         return item_id
 
-    async def _fallback_review(self, ctx: RunContext, request: ReviewRequest) -> int | None:
+    async def fallback_review(self, ctx: RunContext, request: ReviewRequest) -> int | None:
         """The review item of a fallback: the input's one fallback item, opened by its first
         step that fell back and holding the attempts of each one after it (audit's extraction
         and grading, rerank's stages, tier's batches), so one input is one item per reason.
@@ -194,7 +196,7 @@ class Harness:
         return self.amend_review(ctx, merged_review(ctx.fallback_review[1], request))
 
     def amend_review(self, ctx: RunContext, request: ReviewRequest) -> int:
-        """Replace what the input's fallback item holds (see :meth:`_fallback_review`). The
+        """Replace what the input's fallback item holds (see :meth:`fallback_review`). The
         audit log already has the row of each fallback that names the item."""
         if ctx.fallback_review is None:
             raise RuntimeError("no fallback review item to amend in this run")
@@ -224,8 +226,21 @@ class Harness:
     async def call(
         self, step: Step[B, V], batch: B, ctx: RunContext, *, batch_id: str | None = None
     ) -> Outcome[V]:
-        """One validated exchange: cache, attempts with re-asks, then the explicit fallback."""
-        batch_id = batch_id or f"{ctx.run_id}-b000"
+        """One validated exchange: cache, attempts with re-asks, splitting a batch the judge
+        cannot answer whole, then the explicit fallback."""
+        return await self._call(step, batch, ctx, batch_id or f"{ctx.run_id}-b000")
+
+    async def _call(
+        self,
+        step: Step[B, V],
+        batch: B,
+        ctx: RunContext,
+        batch_id: str,
+        ladder: int | None = None,
+        spent: int = 0,
+    ) -> Outcome[V]:
+        """:meth:`call` for a batch or a split part of one: ``ladder`` attempts (the step's
+        own when None), ``spent`` the attempts its items already took in the batches above."""
         base = self._row_base(step, ctx, batch_id)
         key = self.cache_key(step, batch)
         if self.settings.use_cache:
@@ -236,16 +251,35 @@ class Harness:
                     AuditRecord(**base, status="cache", cache_key=key, labels=step.labels(value))
                 )
                 return Outcome(value=value, source="cache", batch_id=batch_id)
+        tried = await self._attempts(step, batch, ctx, base, key, ladder or step.max_attempts)
+        if isinstance(tried, Outcome):
+            return tried
+        split = await self._split(step, batch, ctx, base, tried, spent)
+        if split is not None:
+            return split
+        return await fall_back(self, step, batch, ctx, base, key, tried)
 
+    async def _attempts(
+        self,
+        step: Step[B, V],
+        batch: B,
+        ctx: RunContext,
+        base: dict[str, Any],
+        key: str,
+        ladder: int,
+    ) -> Outcome[V] | _Failed:
+        """Up to ``ladder`` attempts: the request, a re-ask carrying the errors, the last at
+        temperature 0 with the strict reminder. A reply cut off at its token limit ends the
+        ladder at once when the batch can be split (the same long reply would be cut again)."""
+        batch_id = base["batch_id"]
         request = step.request(batch)
-        attempts: list[AttemptRecord] = []
-        usage = Usage()
+        failed = _Failed()
         messages = request.messages
-        reason = "no attempt was made"
-        calls = 0
-        for attempt in range(1, step.max_attempts + 1):
-            final = attempt == step.max_attempts and attempt > 1
+        can_split = divisible(self.settings, step, batch)
+        for attempt in range(1, ladder + 1):
+            final = attempt == ladder and attempt > 1
             temperature = 0.0 if final else self.settings.temperature
+            attempts = failed.attempts
             if attempts and attempts[-1].raw_output is not None:
                 messages = self._reask(step, request, attempts[-1], final=final)
             elif final:
@@ -262,22 +296,24 @@ class Harness:
             )
             timing = _Timing()
             try:
-                calls += 1
+                failed.calls += 1
                 reply = await self._send(judge_request, timing)
             except JudgeUnavailable as exc:
                 # an open breaker refused the call before sending: no call, no waiting more
                 refused = isinstance(exc, CircuitOpenError)
                 if refused:
-                    calls -= 1
-                reason = f"judge unavailable: {exc}"
-                attempts.append(AttemptRecord(attempt=attempt, raw_output=None, errors=(reason,)))
+                    failed.calls -= 1
+                failed.reason = f"judge unavailable: {exc}"
+                attempts.append(
+                    AttemptRecord(attempt=attempt, raw_output=None, errors=(failed.reason,))
+                )
                 self.hooks.emit(
                     AuditRecord(
                         **base,
                         status="error",
                         attempt=attempt,
                         temperature=None if refused else temperature,
-                        errors=[reason],
+                        errors=[failed.reason],
                         latency_ms=timing.latency_ms,
                         cache_key=key,
                         detail=timing.detail(),
@@ -285,11 +321,11 @@ class Harness:
                 )
                 if refused:
                     break
-                if attempt < step.max_attempts:
+                if attempt < ladder:
                     await asyncio.sleep(self._wait_before_retry(attempt, exc))
                 continue
 
-            usage = usage + reply.usage
+            failed.usage = failed.usage + reply.usage
             for text in reply.notes:
                 self.note(ctx, "judge.note", text, batch_id=batch_id, endpoint=reply.endpoint)
             row = dict(
@@ -307,7 +343,8 @@ class Harness:
             try:
                 value = step.validate(batch, _parse(reply.text))
             except ReplyInvalid as exc:
-                reason = "reply failed validation: " + "; ".join(exc.errors)
+                failed.reason = "reply failed validation: " + "; ".join(exc.errors)
+                failed.cut_off = reply.truncated or _cut_off(reply.text)
                 attempts.append(
                     AttemptRecord(
                         attempt=attempt,
@@ -318,6 +355,8 @@ class Harness:
                     )
                 )
                 self.hooks.emit(AuditRecord(**row, status="invalid", errors=list(exc.errors)))
+                if failed.cut_off and can_split:
+                    break
                 continue
 
             attempts.append(AttemptRecord(attempt=attempt, raw_output=reply.text))
@@ -332,11 +371,43 @@ class Harness:
                 source="judge",
                 batch_id=batch_id,
                 attempts=tuple(attempts),
-                usage=usage,
-                judge_calls=calls,
+                usage=failed.usage,
+                judge_calls=failed.calls,
             )
+        return failed
 
-        return await self._fall_back(step, batch, ctx, base, key, reason, attempts, usage, calls)
+    async def _split(
+        self,
+        step: Step[B, V],
+        batch: B,
+        ctx: RunContext,
+        base: dict[str, Any],
+        failed: _Failed,
+        spent: int,
+    ) -> Outcome[V] | None:
+        """Ask the items of a failed batch again in smaller parts (:mod:`evidex.harness._split`),
+        each part through :meth:`_call`, so that a part failing in turn is split again."""
+        split = plan_split(self.settings, step, batch, failed, spent)
+        if split is None:
+            return None
+        batch_id = base["batch_id"]
+        self.hooks.emit(
+            AuditRecord(
+                **base,
+                status="split",
+                attempt=len(failed.attempts),
+                errors=[failed.reason],
+                detail=split.detail(),
+            )
+        )
+        # one part after the other: a judge that could not answer the batch is not sent its
+        # halves at once, and the items that fall back reach the review item in input order
+        outcomes = []
+        for n, (part, ladder) in enumerate(zip(split.parts, split.ladders, strict=True), 1):
+            outcomes.append(
+                await self._call(step, part, ctx, f"{batch_id}.{n}", ladder, split.spent)
+            )
+        return split.joined(batch_id, outcomes)
 
     # ------------------------------------------------------------------ internals
 
@@ -405,81 +476,3 @@ class Harness:
     ) -> tuple[Message, ...]:
         reminder = step.template.strict.replace("[SCHEMA]", json.dumps(request.schema))
         return (*messages, Message("user", reminder))
-
-    async def _fall_back(
-        self,
-        step: Step[B, V],
-        batch: B,
-        ctx: RunContext,
-        base: dict[str, Any],
-        key: str,
-        reason: str,
-        attempts: list[AttemptRecord],
-        usage: Usage,
-        calls: int,
-    ) -> Outcome[V]:
-        last_raw = next((a.raw_output for a in reversed(attempts) if a.raw_output), None)
-        salvaged = _salvage(step, batch, last_raw, reason)
-        kept: tuple[str, ...] = ()
-        if salvaged is None:
-            value, info = step.fallback(batch, reason), step.describe(batch)
-        else:
-            value, info, kept = salvaged.value, step.describe(salvaged.left), salvaged.kept
-            reason = f"{reason}; kept the valid part of the last reply ({len(kept)} item(s))"
-        item_id = await self._fallback_review(
-            ctx,
-            ReviewRequest(
-                job=step.job,
-                reason=f"fallback after {len(attempts)} attempt(s): {reason}",
-                run_id=ctx.run_id,
-                risk=ctx.risk,
-                batch_id=base["batch_id"],
-                passage_ids=list(info.passage_ids),
-                payload=with_passages(
-                    {
-                        "query": info.query,
-                        "step": step.name,
-                        "errors": [list(a.errors) for a in attempts],
-                        "last_raw_output": last_raw,
-                        "fallback": value.model_dump(mode="json"),
-                        "steps": [
-                            {
-                                "step": step.name,
-                                "batch_id": base["batch_id"],
-                                "reason": reason,
-                                "errors": [list(a.errors) for a in attempts],
-                                "last_raw_output": last_raw,
-                                "passage_ids": list(info.passage_ids),
-                                "fallback": value.model_dump(mode="json"),
-                            }
-                        ],
-                        **batch_vocabulary(batch),
-                        **dict(info.extra),
-                    },
-                    batch_passages(batch),
-                    info.passage_ids,
-                ),
-            ),
-        )
-        self.hooks.emit(
-            AuditRecord(
-                **base,
-                status="fallback",
-                attempt=len(attempts),
-                errors=[reason],
-                labels=step.labels(value),
-                cache_key=key,
-                detail={"review_item_id": item_id, "kept": list(kept)},
-            )
-        )
-        return Outcome(
-            value=value,
-            source="fallback",
-            batch_id=base["batch_id"],
-            reason=reason,
-            attempts=tuple(attempts),
-            usage=usage,
-            review_item_id=item_id,
-            judge_calls=calls,
-            kept=kept,
-        )

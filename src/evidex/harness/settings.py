@@ -1,5 +1,5 @@
-"""The settings of the harness: timeouts, concurrency, retries, breaker, cache use and the
-price table a run's cost is estimated from."""
+"""The settings of the harness: timeouts, concurrency, retries, splitting failed batches,
+breaker, cache use and the price table a run's cost is estimated from."""
 
 from __future__ import annotations
 
@@ -27,6 +27,15 @@ class HarnessSettings:
     max_retry_after_s: float = 60.0
     """A server's ``Retry-After`` is honoured up to this many seconds; a longer wait would hold
     the whole batch, so the attempt goes ahead at the cap (and the breaker counts failures)."""
+    split_batches: bool = True
+    """A batch whose replies still fail validation after the re-asks (or whose reply was cut off
+    at its token limit) is split in halves and each half asked again, down to one item; only
+    an item that fails alone takes the fallback (steps that grade items one by one: tier
+    passages, audit claims)."""
+    max_item_attempts: int = 8
+    """Attempts one item may take part in, over its batch and every split part holding it: the
+    batch's own ladder (3 for tier), one attempt for each smaller part, and two (the re-ask
+    with the errors at temperature 0) when it is asked alone."""
     use_cache: bool = True
     tune_gc: bool = True
     """While runs are going, the garbage collector skips the objects that were there before the
@@ -48,5 +57,7 @@ class HarnessSettings:
         return cls(
             timeout_s=configured.timeout_s,
             max_concurrency=configured.max_concurrency,
+            split_batches=configured.split_batches,
+            max_item_attempts=configured.max_item_attempts,
             prices=configured.prices,
         )

@@ -268,6 +268,16 @@ def _observe(record: AuditRecord) -> None:
                 **_errors(record),
             },
         )
+    elif record.status == "split":
+        span.add_event(
+            "evidex.split",
+            {
+                "evidex.attempts": record.attempt,
+                "evidex.parts": len(record.detail.get("parts") or ()),
+                "evidex.kept": len(record.detail.get("kept") or ()),
+                **_errors(record),
+            },
+        )
     elif record.status == "note":
         span.add_event(
             "evidex.note",

@@ -407,6 +407,7 @@ class LlamaJudge(Judge):
                 prompt_tokens=decoded.prompt_tokens, completion_tokens=decoded.completion_tokens
             ),
             model_version=self.model_version,
+            truncated=decoded.finish_reason == "length",
         )
 
 

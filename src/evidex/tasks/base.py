@@ -22,6 +22,7 @@ from evidex.judging import Message, Payload
 from evidex.types import Passage
 
 __all__ = [
+    "Divisible",
     "ItemGrades",
     "PromptTemplate",
     "ReplyInvalid",
@@ -30,8 +31,10 @@ __all__ = [
     "Step",
     "StepBase",
     "StepRequest",
+    "by_last_id",
     "count_ids",
     "exact_array",
+    "halved",
     "passage_items",
     "passage_pairs",
     "passages_block",
@@ -297,6 +300,44 @@ class Salvageable(Protocol, Generic[B, V]):
         """The valid items of ``data`` with the fallback for the others; None when no item
         is valid (then the whole batch takes the fallback)."""
         ...
+
+
+@runtime_checkable
+class Divisible(Salvageable[B, V], Protocol):
+    """A salvageable step whose batch can be asked in smaller parts: a batch that a judge
+    cannot answer whole (a small model leaving passages out, a reply cut off at its token
+    limit) is split in halves and each half asked again, down to one item, before anything
+    takes the fallback (see :mod:`evidex.harness.runner`)."""
+
+    def item_ids(self, batch: B) -> tuple[str, ...]:
+        """The ids of the items the batch grades (passages, claims), in its order."""
+        ...
+
+    def halves(self, batch: B) -> tuple[B, B]:
+        """The batch as two smaller batches, the first half of its items then the rest (the
+        batch has at least two items)."""
+        ...
+
+    def joined(self, batch: B, values: Sequence[V]) -> V:
+        """One value for ``batch`` from values of its parts: each item's grade from the last
+        value that has it, in the batch's order (a salvage's value first, the parts' after)."""
+        ...
+
+
+def halved(items: Sequence[T]) -> tuple[tuple[T, ...], tuple[T, ...]]:
+    """``items`` in two halves, the first one the larger when the count is odd."""
+    middle = (len(items) + 1) // 2
+    return tuple(items[:middle]), tuple(items[middle:])
+
+
+def by_last_id(
+    values: Sequence[Sequence[T]], ids: Sequence[str], item_id: Callable[[T], str]
+) -> list[T]:
+    """The items of ``ids`` in that order, each from the last of ``values`` that holds it."""
+    found: dict[str, T] = {}
+    for items in values:
+        found.update((item_id(i), i) for i in items)
+    return [found[i] for i in ids if i in found]
 
 
 def passages_json(items: Sequence[Mapping[str, Any]]) -> str:

@@ -25,8 +25,10 @@ from evidex.tasks.base import (
     Salvaged,
     StepBase,
     StepRequest,
+    by_last_id,
     count_ids,
     exact_array,
+    halved,
     passage_pairs,
     passages_block,
     passages_info,
@@ -242,6 +244,23 @@ class TierStep(
             value=TierBatchValue(classifications=assignments),
             kept=graded.kept,
             left=dataclasses.replace(batch, passages=left),
+        )
+
+    def item_ids(self, batch: TierBatch) -> tuple[str, ...]:
+        return tuple(p.passage_id for p in batch.passages)
+
+    def halves(self, batch: TierBatch) -> tuple[TierBatch, TierBatch]:
+        first, rest = halved(batch.passages)
+        return dataclasses.replace(batch, passages=first), dataclasses.replace(batch, passages=rest)
+
+    def joined(self, batch: TierBatch, values: Sequence[TierBatchValue]) -> TierBatchValue:
+        return TierBatchValue(
+            classifications=by_last_id(
+                [v.classifications for v in values],
+                self.item_ids(batch),
+                lambda a: a.passage_id,
+            ),
+            warnings=[w for v in values for w in v.warnings],
         )
 
     def cache_material(self, batch: TierBatch) -> Any:

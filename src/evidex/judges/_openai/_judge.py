@@ -303,6 +303,7 @@ class OpenAIJudge(Judge):
             model_version=self._reported_model,
             endpoint=endpoint.public,
             notes=tuple(notes),
+            truncated=parsed.finish_reason == "length",
         )
 
     def _refused(self, endpoint: Endpoint, kind: Kind, exc: StatusError) -> list[str]:

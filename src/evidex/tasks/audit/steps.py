@@ -42,7 +42,9 @@ from evidex.tasks.base import (
     Salvaged,
     StepBase,
     StepRequest,
+    by_last_id,
     exact_array,
+    halved,
     passages_block,
     passages_info,
     reply_list,
@@ -315,6 +317,21 @@ class ClassifyStep(_GradingMixin, name="audit.classify", template=CLASSIFY_TEMPL
             value=ClaimsValue(claims=claims),
             kept=graded.kept,
             left=dataclasses.replace(batch, claims=left),
+        )
+
+    def item_ids(self, batch: ClaimBatch) -> tuple[str, ...]:
+        return tuple(c.claim_id for c in batch.claims)
+
+    def halves(self, batch: ClaimBatch) -> tuple[ClaimBatch, ClaimBatch]:
+        first, rest = halved(batch.claims)
+        return dataclasses.replace(batch, claims=first), dataclasses.replace(batch, claims=rest)
+
+    def joined(self, batch: ClaimBatch, values: Sequence[ClaimsValue]) -> ClaimsValue:
+        return ClaimsValue(
+            claims=by_last_id(
+                [v.claims for v in values], self.item_ids(batch), lambda c: c.claim_id
+            ),
+            warnings=[w for v in values for w in v.warnings],
         )
 
     def cache_material(self, batch: ClaimBatch) -> Any:
