@@ -15,6 +15,7 @@ from evidex.harness.runner import Harness, HarnessSettings, RunContext
 from evidex.judging import JudgeRequest
 from evidex.limits import CircuitBreaker
 from evidex.store import SqlStore
+from evidex.tasks.base import ReplyInvalid
 from evidex.tasks.tier import TierBatch, TierStep
 from evidex.types import Passage
 from tests.scripted import ScriptedJudge, tier_reply
@@ -131,6 +132,7 @@ def test_last_reply_keeps_its_valid_grades_and_falls_back_on_the_rest(
         ({"p2": {"justification": "  "}}, "justification is empty"),
         ({"p2": {"key_evidence_snippet": "not in the text at all"}}, "is not verbatim"),
         ({"p2": {"key_evidence_snippet": None}}, "allowed only for irrelevant"),
+        ({"p2": {"justification": "It says so. " * 30}}, "at most 300"),
     ],
 )
 def test_semantic_errors_are_named_in_the_reask(
@@ -139,6 +141,40 @@ def test_semantic_errors_are_named_in_the_reask(
     judge = ScriptedJudge([lambda r: tier_reply(r, **overrides), tier_reply])
     _run(judge, store, passages)
     assert expected in judge.requests[1].messages[-1].content
+
+
+def test_the_reply_is_bounded_in_the_schema_and_max_tokens_follows_the_batch() -> None:
+    """A judge with constrained decoding cannot write past the schema's bounds, so the longest
+    valid reply is known: ``max_tokens`` is set to it, and grows with the batch."""
+    from evidex.tasks.tier import JUSTIFICATION_MAX_CHARS, SNIPPET_MAX_CHARS, reply_tokens
+    from evidex.types import DEFAULT_TIERS
+
+    texts = ["Vitamin D is made in the skin. " * 20, "Adults need 600 IU."]
+    batch = TierBatch("q", tuple(Passage(passage_id=f"p{i}", text=t) for i, t in enumerate(texts)))
+    request = TierStep().request(batch)
+    entry = request.schema["properties"]["classifications"]["items"]["properties"]
+    assert entry["justification"]["maxLength"] == JUSTIFICATION_MAX_CHARS
+    assert entry["key_evidence_snippet"]["maxLength"] == SNIPPET_MAX_CHARS
+    assert request.max_tokens == reply_tokens(DEFAULT_TIERS, ["p0", "p1"])
+    # the longest entries the schema allows fit, at 3 characters a token
+    longest = 2 * (100 + 2 + len("tangentially-related") + 300 + 400)
+    assert request.max_tokens * 3 >= longest
+    ten = reply_tokens(DEFAULT_TIERS, [f"p{i}" for i in range(10)])
+    assert ten > 4 * reply_tokens(DEFAULT_TIERS, ["p0", "p1"])
+    # the snippet bound is checked too: a longer one is refused, naming the bound
+    long = texts[0][:450]
+    with pytest.raises(ReplyInvalid, match="at most 400"):
+        TierStep().validate(
+            batch,
+            {
+                "classifications": [
+                    {"passage_id": "p0", "tier": "directly-supporting",
+                     "justification": "It says so.", "key_evidence_snippet": long},
+                    {"passage_id": "p1", "tier": "irrelevant",
+                     "justification": "Off topic.", "key_evidence_snippet": None},
+                ]
+            },
+        )  # fmt: skip
 
 
 def test_duplicated_and_missing_ids_are_rejected(store: SqlStore, passages: list[Passage]) -> None:

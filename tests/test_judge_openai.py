@@ -25,7 +25,7 @@ from evidex.judges._openai import OpenAIJudge
 from evidex.judging import JudgeRequest, Message, PassageText, Payload, TierPayload
 from evidex.store import SqlStore
 from evidex.tasks.base import PromptTemplate
-from evidex.tasks.tier import reply_schema
+from evidex.tasks.tier import reply_schema, reply_tokens
 from evidex.types import DEFAULT_TIERS, Passage
 from tests.fake_openai_server import (
     Close,
@@ -153,7 +153,7 @@ def test_sends_json_schema_response_format_and_reports_the_server_model(
     assert sent.headers["authorization"] == f"Bearer {KEY}"
     assert sent.body["model"] == "test-model"
     assert sent.body["temperature"] == FAST.temperature
-    assert sent.body["max_tokens"] == 160 * len(passages) + 200
+    assert sent.body["max_tokens"] == reply_tokens(DEFAULT_TIERS, [p.passage_id for p in passages])
     assert [m["role"] for m in sent.messages] == ["system", "user"]
     fmt = sent.body["response_format"]
     assert fmt["type"] == "json_schema"

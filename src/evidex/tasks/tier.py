@@ -82,6 +82,34 @@ TIER_TEMPLATE = PromptTemplate(
     ),
 )
 
+JUSTIFICATION_MAX_CHARS = 300
+"""The longest justification a reply may give: the prompt asks for one sentence of at most 25
+words, and the schema bounds it, so a judge with constrained decoding cannot write on, and the
+reply's size, hence ``max_tokens``, is known from the batch."""
+SNIPPET_MAX_CHARS = 400
+"""The longest key_evidence_snippet: a short verbatim span (a prefix of a long sentence is
+still verbatim)."""
+_ENTRY_CHARS = 100
+"""Characters of one reply entry besides its id, tier, justification and snippet: keys,
+quotes, commas, spaces."""
+_CHARS_PER_TOKEN = 3
+"""Fewer than the usual 4 characters per token of English text: JSON punctuation and copied
+spans tokenise worse, and a limit set too low cuts the reply off."""
+
+
+def reply_tokens(scheme: TierScheme, passage_ids: Sequence[str]) -> int:
+    """``max_tokens`` for the reply to a batch: the longest reply the schema allows (each
+    entry at its bounds, the summary's counts), so a valid reply is never cut off, and a
+    larger batch gets a larger limit."""
+    tier = max(len(n) for n in scheme.names)
+    entries = sum(
+        _ENTRY_CHARS + len(pid) + tier + JUSTIFICATION_MAX_CHARS + SNIPPET_MAX_CHARS
+        for pid in passage_ids
+    )
+    summary = sum(len(scheme.count_key(n)) + 8 for n in scheme.names) + 40
+    return -(-(entries + summary) // _CHARS_PER_TOKEN)
+
+
 _RISK_TEXT = {
     RiskLevel.LOW: "low. Grade by the definitions above.",
     RiskLevel.MEDIUM: "medium. Grade by the definitions above; when unsure, take the less "
@@ -204,7 +232,7 @@ class TierStep(
             messages=self.template.render(values),
             schema=reply_schema(scheme, [p.passage_id for p in batch.passages]),
             payload=payload,
-            max_tokens=160 * len(batch.passages) + 200,
+            max_tokens=reply_tokens(scheme, [p.passage_id for p in batch.passages]),
         )
 
     # -------------------------------------------------------------- validation
@@ -298,8 +326,15 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
                     "properties": {
                         "passage_id": {"type": "string", "enum": list(passage_ids)},
                         "tier": {"type": "string", "enum": scheme.names},
-                        "justification": {"type": "string", "minLength": 1},
-                        "key_evidence_snippet": {"type": ["string", "null"]},
+                        "justification": {
+                            "type": "string",
+                            "minLength": 1,
+                            "maxLength": JUSTIFICATION_MAX_CHARS,
+                        },
+                        "key_evidence_snippet": {
+                            "type": ["string", "null"],
+                            "maxLength": SNIPPET_MAX_CHARS,
+                        },
                     },
                     "required": ["passage_id", "tier", "justification", "key_evidence_snippet"],
                     "additionalProperties": False,
@@ -378,6 +413,11 @@ def _check_entry(
     justification = item.get("justification")
     if not isinstance(justification, str) or not justification.strip():
         errors.append(f"passage {pid!r}: justification is empty; cite what the passage says")
+    elif len(justification.strip()) > JUSTIFICATION_MAX_CHARS:
+        errors.append(
+            f"passage {pid!r}: justification has {len(justification.strip())} characters; "
+            f"write one short sentence of at most {JUSTIFICATION_MAX_CHARS}"
+        )
     snippet = item.get("key_evidence_snippet")
     if snippet is None or (isinstance(snippet, str) and not snippet.strip()):
         if tier != bottom:
@@ -387,6 +427,11 @@ def _check_entry(
             )
     elif not isinstance(snippet, str):
         errors.append(f"passage {pid!r}: key_evidence_snippet must be a string or null")
+    elif len(snippet) > SNIPPET_MAX_CHARS:
+        errors.append(
+            f"passage {pid!r}: key_evidence_snippet has {len(snippet)} characters; copy a "
+            f"short span of at most {SNIPPET_MAX_CHARS}"
+        )
     elif not contains_verbatim(passage.text, snippet):
         errors.append(
             f"passage {pid!r}: key_evidence_snippet {snippet[:80]!r} is not verbatim in the "
