@@ -21,8 +21,9 @@ from evidex.types import Passage
 from tests.scripted import ScriptedJudge, tier_reply
 
 FAST = HarnessSettings(backoff_s=0.0)
-LADDER = HarnessSettings(backoff_s=0.0, split_batches=False)
-"""The spec's ladder alone: a failing batch is not split (tests/test_harness_split.py)."""
+LADDER = HarnessSettings(backoff_s=0.0, split_batches=False, adapt_batch_size=False)
+"""The spec's ladder alone: a failing batch is not split, nor the next batch made smaller
+(tests/test_harness_split.py, tests/test_batch_sizing.py)."""
 
 
 def _run(
@@ -302,9 +303,9 @@ def test_cache_key_is_the_hash_of_the_whole_material_and_names_the_judge(
 
 
 def test_fallbacks_are_not_cached(store: SqlStore, passages: list[Passage]) -> None:
-    _run(ScriptedJudge([_invented] * 3), store, passages)
+    _run(ScriptedJudge([_invented] * 3), store, passages, settings=LADDER)
     judge = ScriptedJudge([tier_reply])
-    result = _run(judge, store, passages)
+    result = _run(judge, store, passages, settings=LADDER)
     assert len(judge.requests) == 1
     assert {a.source for a in result.classifications} == {"judge"}
 
@@ -349,7 +350,7 @@ def test_without_a_set_timeout_the_judges_own_default_applies(
     result = _run(judge, store, passages, settings=HarnessSettings(backoff_s=0))
     assert "did not answer within 0.05s" in (result.classifications[0].reason or "")
 
-    patient = ScriptedJudge([tier_reply], delay_s=0.1)
+    patient = ScriptedJudge([tier_reply] * 2, delay_s=0.1)  # batches of 5: the first run failed
     patient.default_timeout_s = 0.01
     settings = HarnessSettings(timeout_s=5, backoff_s=0)  # the caller's setting wins
     assert {

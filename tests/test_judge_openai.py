@@ -46,8 +46,9 @@ pytestmark = pytest.mark.network
 KEY = "sk-test-SECRET123"
 QUERY = "how much vitamin D do adults need?"
 FAST = HarnessSettings(backoff_s=0.0)
-LADDER = HarnessSettings(backoff_s=0.0, split_batches=False)
-"""The spec's ladder alone (a failing batch is not split; tests/test_harness_split.py)."""
+LADDER = HarnessSettings(backoff_s=0.0, split_batches=False, adapt_batch_size=False)
+"""The spec's ladder alone: a failing batch is not split, nor the next batch made smaller
+(tests/test_harness_split.py, tests/test_batch_sizing.py)."""
 STRICT_REMINDER = PromptTemplate("x", "", "").strict.split("\n")[0]
 JUDGE_STATUSES = ("ok", "invalid", "error")
 

@@ -87,6 +87,11 @@ class Settings(BaseModel):
     max_item_attempts: int = Field(
         default=8, ge=1, description="attempts one item may take part in, splits included"
     )
+    adapt_batch_size: bool = Field(
+        default=True,
+        description="smaller batches for a judge whose batches keep failing, larger again as "
+        "its replies validate",
+    )
     judges: dict[str, str] = Field(
         default_factory=lambda: {job: r.default_judge for job, r in REGISTERED.items()}
     )
@@ -133,6 +138,7 @@ def _from_env() -> dict[str, Any]:
         ("max_concurrency", "EVIDEX_MAX_CONCURRENCY"),
         ("split_batches", "EVIDEX_SPLIT_BATCHES"),
         ("max_item_attempts", "EVIDEX_MAX_ITEM_ATTEMPTS"),
+        ("adapt_batch_size", "EVIDEX_ADAPT_BATCH_SIZE"),
     ):
         if env.get(name):
             values[key] = env[name]

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, cast
 
-__all__ = ["bounded_map"]
+__all__ = ["bounded_map", "chunked_map"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -51,3 +51,38 @@ async def bounded_map(
 
     await asyncio.gather(*(worker() for _ in range(min(max(1, limit), total))))
     return cast("list[R]", slots)  # every slot was filled, or an exception left above
+
+
+async def chunked_map(
+    items: Sequence[T],
+    limit: int,
+    size: Callable[[], int],
+    fn: Callable[[int, Sequence[T]], Awaitable[R]],
+    on_progress: Callable[[int, int], None] | None = None,
+) -> list[R]:
+    """:func:`bounded_map` over chunks of ``items`` that are cut when they are started, each of
+    ``size()`` items at that moment (a batch size that adapts while the run goes); results in
+    chunk order. ``on_progress(done, total)`` counts chunks, the total estimated at the
+    current size for what is left."""
+    results: dict[int, R] = {}
+    position = started = done = 0
+    failed = False
+
+    async def worker() -> None:
+        nonlocal position, started, done, failed
+        while position < len(items) and not failed:
+            chunk = items[position : position + max(1, size())]
+            position += len(chunk)
+            index, started = started, started + 1
+            try:
+                results[index] = await fn(index, chunk)
+            except BaseException:
+                failed = True
+                raise
+            done += 1
+            if on_progress is not None:
+                left = len(items) - position
+                on_progress(done, started + -(-left // max(1, size())))
+
+    await asyncio.gather(*(worker() for _ in range(max(1, limit))))
+    return [results[i] for i in range(started)]

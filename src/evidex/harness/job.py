@@ -26,9 +26,10 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
-from evidex.harness.fanout import bounded_map
+from evidex.harness.fanout import bounded_map, chunked_map
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
+from evidex.harness.sizing import BatchSizer, signal_of
 from evidex.harness.tracing import job_span
 from evidex.pricing import estimate_cost
 from evidex.types import Event, Passage, Source, Usage
@@ -63,6 +64,7 @@ Out_co = TypeVar("Out_co", covariant=True)
 B = TypeVar("B")
 V = TypeVar("V", bound=BaseModel)
 R = TypeVar("R", bound=BaseModel)
+Item = TypeVar("Item")
 
 
 class JobResult(BaseModel):
@@ -261,6 +263,53 @@ class JobRun:
             step, batches, self.ctx, on_progress=self.on_progress if progress else None
         )
         self._keep(outcomes)
+        return outcomes
+
+    async def map_sized(
+        self,
+        step: Step[B, V],
+        items: Sequence[Item],
+        make: Callable[[Sequence[Item]], B],
+        ceiling: int,
+        *,
+        progress: bool = True,
+    ) -> list[Outcome[V]]:
+        """Batches of ``items`` (``make`` builds one from a slice) cut as they are sent, each of
+        the size this judge holds now for the step (:mod:`evidex.harness.sizing`), never more
+        than ``ceiling``; outcomes in input order, each telling the size how its replies went.
+        A run whose batches were smaller than asked says so in an event."""
+        adapt = self.harness.settings.adapt_batch_size
+        sizer = self.harness.sizer(step, ceiling) if adapt else BatchSizer()
+        sizes: list[int] = []
+
+        async def one(index: int, chunk: Sequence[Item]) -> Outcome[V]:
+            sizes.append(len(chunk))
+            batch_id = f"{self.ctx.run_id}-b{index:03d}"
+            outcome = await self.harness.call(step, make(chunk), self.ctx, batch_id=batch_id)
+            if adapt:
+                sizer.observe(signal_of(outcome), ceiling)
+            return outcome
+
+        outcomes = await chunked_map(
+            items,
+            self.harness.settings.max_concurrency,
+            lambda: sizer.current(ceiling),
+            one,
+            self.on_progress if progress else None,
+        )
+        self._keep(outcomes)
+        if any(n < min(ceiling, len(items)) for n in sizes[:-1] or sizes):
+            self.note(
+                Event(
+                    kind="batch_size_adapted",
+                    detail=(
+                        f"{self.judge.judge_id} was sent batches of {', '.join(map(str, sizes))} "
+                        f"(asked: {ceiling}): its recent replies to batches of this size failed "
+                        "validation, and the size grows back as they validate"
+                    ),
+                    data={"sizes": sizes, "asked": ceiling},
+                )
+            )
         return outcomes
 
     def _keep(self, outcomes: Sequence[Outcome[Any]]) -> None:

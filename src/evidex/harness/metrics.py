@@ -42,6 +42,9 @@ class Metrics:
         self.grounding: Counter[str] = Counter()
         self.suspected: Counter[tuple[str, str]] = Counter()
         """(job, suspicion kind) -> suspected_injection notes (one per suspicion found)."""
+        self.batch_size: dict[tuple[str, str], int] = {}
+        """(job, judge) -> the size of its latest batch whose reply validated (steps that grade
+        items one by one), which the harness adapts to the judge (:mod:`evidex.harness.sizing`)."""
         self._window = window
         self._listeners: list[Any] = []
 
@@ -57,6 +60,8 @@ class Metrics:
             outcome = grounding_outcome(record)
             if outcome is not None:
                 self.grounding[outcome] += 1
+            if record.status == "ok" and "items" in record.detail:
+                self.batch_size[(record.job, record.judge_id)] = int(record.detail["items"])
             suspicion = suspected_injection_kind(record)
             if suspicion is not None:
                 self.suspected[(record.job, suspicion)] += 1
@@ -79,6 +84,10 @@ class Metrics:
                     j: round(median(v), 2) for j, v in sorted(self.latency_ms.items()) if v
                 },
                 "rerank_grounding": dict(sorted(self.grounding.items())),
+                "batch_size": [
+                    {"job": j, "judge": judge, "size": n}
+                    for (j, judge), n in sorted(self.batch_size.items())
+                ],
                 "suspected_injection": [
                     {"job": j, "kind": k, "count": n}
                     for (j, k), n in sorted(self.suspected.items())

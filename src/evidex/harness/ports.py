@@ -34,6 +34,13 @@ class StorePort(Protocol):
         """Make every appended audit row durable (the harness calls it before a job returns)."""
         ...
 
+    def batch_outcomes(
+        self, judge_id: str, step: str, prompt_version: str, last: int
+    ) -> list[dict[str, Any]]:
+        """The newest rows ending a batch of this judge, step and prompt version, oldest first
+        (``batch_id``, ``status``, ``attempt``)."""
+        ...
+
     def cache_get(self, key: str) -> dict[str, Any] | None: ...
 
     def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None: ...

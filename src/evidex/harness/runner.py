@@ -49,9 +49,10 @@ from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest, StorePort
 from evidex.harness.routing import merged_review
 from evidex.harness.settings import HarnessSettings
+from evidex.harness.sizing import HISTORY, BatchSizer, Signal, replayed, sizer_for
 from evidex.harness.tracing import traced_call
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
-from evidex.tasks.base import ReplyInvalid, Step, StepRequest
+from evidex.tasks.base import Divisible, ReplyInvalid, Step, StepRequest
 
 __all__ = ["Harness", "HarnessSettings", "Outcome", "RunContext"]
 
@@ -138,6 +139,17 @@ class Harness:
                     raise
                 raise InputError(str(exc), where=f"input {index}") from exc
         return plans
+
+    def sizer(self, step: Step[Any, Any], ceiling: int) -> BatchSizer:
+        """The batch size this judge holds for ``step`` (:mod:`evidex.harness.sizing`), seeded
+        from the audit log on first use in the process."""
+        version = step.template.version
+
+        def history() -> list[Signal]:
+            rows = self.store.batch_outcomes(self.judge.judge_id, step.name, version, HISTORY)
+            return replayed(rows)
+
+        return sizer_for(self.judge, step.name, version, history, ceiling)
 
     def cache_key(self, step: Step[B, V], batch: B) -> str:
         return self._keys.of(step, batch)
@@ -276,6 +288,8 @@ class Harness:
         failed = _Failed()
         messages = request.messages
         can_split = divisible(self.settings, step, batch)
+        # the batch's size, for a step of items graded one by one (the metrics' batch size)
+        items = {"items": len(step.item_ids(batch))} if isinstance(step, Divisible) else {}
         for attempt in range(1, ladder + 1):
             final = attempt == ladder and attempt > 1
             temperature = 0.0 if final else self.settings.temperature
@@ -334,7 +348,7 @@ class Harness:
                 temperature=temperature,
                 raw_output=reply.text,
                 latency_ms=timing.latency_ms,
-                detail=timing.detail(reply.endpoint),
+                detail=timing.detail(reply.endpoint) | items,
                 prompt_tokens=reply.usage.prompt_tokens,
                 completion_tokens=reply.usage.completion_tokens,
                 model_version=reply.model_version or base["model_version"],

@@ -36,6 +36,10 @@ class HarnessSettings:
     """Attempts one item may take part in, over its batch and every split part holding it: the
     batch's own ladder (3 for tier), one attempt for each smaller part, and two (the re-ask
     with the errors at temperature 0) when it is asked alone."""
+    adapt_batch_size: bool = True
+    """Send a judge whose batches keep failing smaller batches, and larger again as its replies
+    validate (additive increase, multiplicative decrease between 5 and the job's batch size;
+    :mod:`evidex.harness.sizing`), learnt within the process and read back from the audit log."""
     use_cache: bool = True
     tune_gc: bool = True
     """While runs are going, the garbage collector skips the objects that were there before the
@@ -59,5 +63,6 @@ class HarnessSettings:
             max_concurrency=configured.max_concurrency,
             split_batches=configured.split_batches,
             max_item_attempts=configured.max_item_attempts,
+            adapt_batch_size=configured.adapt_batch_size,
             prices=configured.prices,
         )

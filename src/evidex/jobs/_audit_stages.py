@@ -73,20 +73,17 @@ class Stages:
     prompts: AuditPrompts = BUILTIN_PROMPTS
 
     async def classify(self, spans: list[ClaimSpan]) -> list[ClaimAudit]:
-        """Grade claims in batches of ``claims_per_batch``."""
-        size = self.claims_per_batch
-        batches = [
-            ClaimBatch(
-                tuple(spans[i : i + size]),
-                self.passages,
-                self.item.answer_id,
-                self.item.question,
-                self.risk,
+        """Grade claims in batches of at most ``claims_per_batch``, smaller for a judge whose
+        claim batches keep failing (:meth:`JobRun.map_sized`)."""
+
+        def batch(claims: Sequence[ClaimSpan]) -> ClaimBatch:
+            return ClaimBatch(
+                tuple(claims), self.passages, self.item.answer_id, self.item.question, self.risk
             )
-            for i in range(0, len(spans), size)
-        ]
+
         step = ClassifyStep(self.prompts.grading)
-        return _with_source(await self.run.map(step, batches, progress=False))
+        found = await self.run.map_sized(step, spans, batch, self.claims_per_batch, progress=False)
+        return _with_source(found)
 
     async def one_pass(
         self, segments: Sequence[SegmentBatch], events: list[Event]

@@ -234,10 +234,9 @@ class TierSpec(MergedIsResult):
         step = TierStep(self.template)
 
         async def grade(on: JobRun, some: Sequence[Passage]) -> list[TierAssignment]:
-            batches = [
-                self.batch(plan.query, some[i : i + size]) for i in range(0, len(some), size)
-            ]
-            outcomes = await on.map(step, batches)
+            outcomes = await on.map_sized(
+                step, some, lambda chunk: self.batch(plan.query, chunk), size
+            )
             run.note_warnings(outcomes)
             return stamped(outcomes, _classifications)
 

@@ -360,8 +360,17 @@ def _mount_prometheus(app: FastAPI, anyone: Any, prices: Mapping[str, Price]) ->
         "outcome",
     )
 
+    batch_size = prom.Gauge(
+        "evidex_batch_size",
+        "Items in the latest batch whose reply validated, by job and judge (adapted to the judge)",
+        ["job", "judge"],
+        registry=registry,
+    )
+
     def forward(record: Any) -> None:
         records.labels(record.job, record.status).inc()
+        if record.status == "ok" and "items" in record.detail:
+            batch_size.labels(record.job, record.judge_id).set(record.detail["items"])
         if (outcome := grounding_outcome(record)) is not None:
             grounding.labels(outcome).inc()
         if record.latency_ms is not None:

@@ -165,6 +165,27 @@ class SqlStore(ReviewQueue, KeyRing):
             row["time"] = _aware(row["time"])
         return list(reversed(rows))
 
+    def batch_outcomes(
+        self, judge_id: str, step: str, prompt_version: str, last: int
+    ) -> list[dict[str, Any]]:
+        """The newest ``last`` rows (oldest first) that end a batch of this judge, step and
+        prompt version (``ok``, ``split``, ``fallback``): batch id, status and attempt only, for
+        the batch size the harness learns (:mod:`evidex.harness.sizing`)."""
+        log = t.audit_log.c
+        query = (
+            sa.select(log.batch_id, log.status, log.attempt)
+            .where(
+                log.judge_id == judge_id,
+                log.step == step,
+                log.prompt_version == prompt_version,
+                log.status.in_(("ok", "split", "fallback")),
+            )
+            .order_by(log.id.desc())
+            .limit(last)
+        )
+        self.flush()
+        return list(reversed(self._read(query)))
+
     # ------------------------------------------------------------------ cache
 
     def cache_get(self, key: str) -> dict[str, Any] | None:
