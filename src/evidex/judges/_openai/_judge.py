@@ -26,6 +26,7 @@ from evidex.judges._openai._wire import (
     body_of,
     choose_kind,
     ladder_of,
+    on_this_machine,
     parse_completion,
     public_url,
     redact,
@@ -52,6 +53,11 @@ _REFUSAL_STATUSES = frozenset({400, 422, 500})
 _COOLDOWN_429_S = 1.0
 """How long an endpoint of a pool rests after a 429 that names no ``Retry-After``."""
 _MAX_COOLDOWN_S = 60.0
+REMOTE_TIMEOUT_S = 60.0
+"""Seconds one request to an API may take by default."""
+LOCAL_TIMEOUT_S = 900.0
+"""Seconds one request to a server on this machine may take by default: as ``local:qwen``, a
+model on the local CPU (llama.cpp, Ollama, LM Studio) needs minutes for a batch."""
 """The longest rest a ``Retry-After`` buys an endpoint (another endpoint may answer anyway)."""
 _PUBLIC_KIND: dict[str, str] = {
     "json_schema": "json_schema",
@@ -100,7 +106,13 @@ class OpenAIJudge(Judge):
             description="several servers of the same model (replicas): one pool",
         )
         api_key: SecretStr | None = Field(default=None, description="default: OPENAI_API_KEY")
-        timeout_s: float = Field(default=60.0, gt=0, description="per HTTP request")
+        timeout_s: float | None = Field(
+            default=None,
+            gt=0,
+            description="per HTTP request; default 60 s, or 900 s when every server is on this "
+            "machine (a loopback address), where a model answers at CPU speed: minutes for a "
+            "batch of ten passages on two cores",
+        )
         max_retries: int = Field(
             default=0,
             ge=0,
@@ -147,6 +159,10 @@ class OpenAIJudge(Judge):
         self.base_urls = resolve_base_urls(self.options.base_url, self.options.base_urls)
         self.base_url = self.base_urls[0]
         self.context_window = self.options.context_window
+        local = all(on_this_machine(u) for u in self.base_urls)
+        self.timeout_s = self.options.timeout_s or (LOCAL_TIMEOUT_S if local else REMOTE_TIMEOUT_S)
+        # the harness's own limit leaves room for one more endpoint of a pool after a timeout
+        self.default_timeout_s = 2 * self.timeout_s
         self._api_key = SecretStr(resolve_api_key(self.options.api_key, self.base_urls))
         self._ladder = ladder_of(self.options.structured_output)
         self._reported_model: str | None = None
@@ -380,7 +396,7 @@ class OpenAIJudge(Judge):
             endpoint.transport = Transport(
                 endpoint.url,
                 headers=self._headers(),
-                timeout_s=self.options.timeout_s,
+                timeout_s=self.timeout_s,
                 max_retries=self.options.max_retries,
             )
         return endpoint.transport
@@ -396,7 +412,7 @@ class OpenAIJudge(Judge):
         if isinstance(exc, ValueError):
             return self._malformed(endpoint)
         if isinstance(exc, TimedOut):
-            return JudgeUnavailable(f"{where} did not answer within {self.options.timeout_s:g}s")
+            return JudgeUnavailable(f"{where} did not answer within {self.timeout_s:g}s")
         if isinstance(exc, Unreachable):
             cause = self._scrub(str(exc)) or type(exc).__name__
             return JudgeUnavailable(f"cannot reach {where}: {cause}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import email.utils
 import functools
+import ipaddress
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -33,6 +34,7 @@ __all__ = [
     "body_of",
     "choose_kind",
     "ladder_of",
+    "on_this_machine",
     "parse_completion",
     "public_url",
     "redact",
@@ -231,6 +233,17 @@ def resolve_base_urls(one: str | None, several: list[str] | None) -> tuple[str, 
     if len(set(checked)) != len(checked):
         raise ConfigError(f"base_urls names a server twice: {[public_url(u) for u in checked]}")
     return tuple(checked)
+
+
+def on_this_machine(url: str) -> bool:
+    """Whether ``url`` names a server on this machine (``localhost`` or a loopback address)."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def checked_url(url: str) -> str:
