@@ -87,8 +87,10 @@ JUSTIFICATION_MAX_CHARS = 300
 words, and the schema bounds it, so a judge with constrained decoding cannot write on, and the
 reply's size, hence ``max_tokens``, is known from the batch."""
 SNIPPET_MAX_CHARS = 400
-"""The longest key_evidence_snippet: a short verbatim span (a prefix of a long sentence is
-still verbatim)."""
+"""The longest key_evidence_snippet the schema allows: a constrained decoder stops there (a
+prefix of a long sentence is still verbatim). The validator does not refuse a longer one from
+a judge that ignores the bound: a long verbatim span is evidence all the same, and refusing it
+only turns a correct grade into a re-ask."""
 _ENTRY_CHARS = 100
 """Characters of one reply entry besides its id, tier, justification and snippet: keys,
 quotes, commas, spaces."""
@@ -331,9 +333,13 @@ def reply_schema(scheme: TierScheme, passage_ids: Sequence[str]) -> dict[str, An
                             "minLength": 1,
                             "maxLength": JUSTIFICATION_MAX_CHARS,
                         },
+                        # anyOf, not a type list: grammar builders (llama.cpp's) drop the
+                        # bound of a type list
                         "key_evidence_snippet": {
-                            "type": ["string", "null"],
-                            "maxLength": SNIPPET_MAX_CHARS,
+                            "anyOf": [
+                                {"type": "string", "maxLength": SNIPPET_MAX_CHARS},
+                                {"type": "null"},
+                            ]
                         },
                     },
                     "required": ["passage_id", "tier", "justification", "key_evidence_snippet"],
@@ -427,11 +433,6 @@ def _check_entry(
             )
     elif not isinstance(snippet, str):
         errors.append(f"passage {pid!r}: key_evidence_snippet must be a string or null")
-    elif len(snippet) > SNIPPET_MAX_CHARS:
-        errors.append(
-            f"passage {pid!r}: key_evidence_snippet has {len(snippet)} characters; copy a "
-            f"short span of at most {SNIPPET_MAX_CHARS}"
-        )
     elif not contains_verbatim(passage.text, snippet):
         errors.append(
             f"passage {pid!r}: key_evidence_snippet {snippet[:80]!r} is not verbatim in the "
