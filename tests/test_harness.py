@@ -146,7 +146,7 @@ def test_semantic_errors_are_named_in_the_reask(
 def test_the_reply_is_bounded_in_the_schema_and_max_tokens_follows_the_batch() -> None:
     """A judge with constrained decoding cannot write past the schema's bounds, so the longest
     valid reply is known: ``max_tokens`` is set to it, and grows with the batch."""
-    from evidex.tasks.tier import JUSTIFICATION_MAX_CHARS, SNIPPET_MAX_CHARS, reply_tokens
+    from evidex.tasks.tier_reply import JUSTIFICATION_MAX_CHARS, SNIPPET_MAX_CHARS, reply_tokens
     from evidex.types import DEFAULT_TIERS
 
     texts = ["Vitamin D is made in the skin. " * 20, "Adults need 600 IU."]

@@ -25,7 +25,7 @@ from evidex.judges._openai import OpenAIJudge
 from evidex.judging import JudgeRequest, Message, PassageText, Payload, TierPayload
 from evidex.store import SqlStore
 from evidex.tasks.base import PromptTemplate
-from evidex.tasks.tier import reply_schema, reply_tokens
+from evidex.tasks.tier_reply import reply_schema, reply_tokens
 from evidex.types import DEFAULT_TIERS, Passage
 from tests.fake_openai_server import (
     Close,

@@ -23,7 +23,7 @@ from evidex.judges import get_judge
 from evidex.judges._openai import OpenAIJudge
 from evidex.judging import JudgeRequest, Message, PassageText, TierPayload
 from evidex.store import SqlStore
-from evidex.tasks.tier import reply_schema
+from evidex.tasks.tier_reply import reply_schema
 from evidex.types import DEFAULT_TIERS, Passage
 from tests.fake_openai_server import (
     FakeOpenAIServer,

@@ -4,7 +4,6 @@ the check's own fallback (visible, and a review item), and off by default (no ex
 from __future__ import annotations
 
 from collections import Counter
-
 from collections.abc import Sequence
 from typing import Any
 

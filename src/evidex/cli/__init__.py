@@ -20,10 +20,21 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import sys
+from typing import TYPE_CHECKING
 
-from evidex.cli._app import app, run
+if TYPE_CHECKING:
+    from evidex.cli._app import app
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> object:
+    """``app`` loads typer and rich on first use: ``evidex --version`` needs neither."""
+    if name == "app":
+        from evidex.cli._app import app
+
+        return app
+    raise AttributeError(f"module 'evidex.cli' has no attribute {name!r}")
 
 
 def _register() -> None:
@@ -37,6 +48,16 @@ def _register() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``evidex`` script; returns the exit code."""
+    """Entry point of the ``evidex`` script; returns the exit code. ``evidex --version`` is
+    answered before any command is loaded: a script that checks the version pays for nothing
+    else."""
+    args = list(argv if argv is not None else sys.argv[1:])
+    if args == ["--version"]:
+        from evidex._version import __version__
+
+        sys.stdout.write(f"evidex {__version__}\n")
+        return 0
     _register()
-    return run(argv if argv is not None else sys.argv[1:])
+    from evidex.cli._app import run
+
+    return run(args)
