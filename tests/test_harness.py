@@ -177,6 +177,13 @@ def test_the_reply_is_bounded_in_the_schema_and_max_tokens_follows_the_batch() -
     assert value.classifications[0].key_evidence_snippet == long
 
 
+def test_ranking_justifications_are_bounded_in_every_rerank_schema() -> None:
+    from evidex.tasks.rerank.listwise import rank_schema
+
+    entry = rank_schema(["a", "b"])["properties"]["ranked_passages"]["items"]["properties"]
+    assert entry["justification"] == {"type": "string", "maxLength": 200}
+
+
 def test_duplicated_and_missing_ids_are_rejected(store: SqlStore, passages: list[Passage]) -> None:
     def duplicated(request: JudgeRequest) -> dict[str, Any]:
         reply = tier_reply(request)

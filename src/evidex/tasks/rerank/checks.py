@@ -10,7 +10,19 @@ from typing import Any
 
 from evidex.types import Passage
 
-__all__ = ["entry_errors", "exclusions", "id_errors", "rank_errors", "score_of"]
+__all__ = [
+    "JUSTIFICATION_SCHEMA",
+    "entry_errors",
+    "exclusions",
+    "id_errors",
+    "rank_errors",
+    "score_of",
+]
+
+JUSTIFICATION_SCHEMA = {"type": "string", "maxLength": 200}
+"""A ranking justification in a reply schema: one sentence, bounded, so a judge with
+constrained decoding cannot write on past the ``max_tokens`` its batch is given (about 90 a
+passage)."""
 
 
 def score_of(value: Any) -> float | None:

@@ -16,7 +16,14 @@ from evidex.tasks.base import (
     exact_array,
     reply_list,
 )
-from evidex.tasks.rerank.checks import entry_errors, exclusions, id_errors, rank_errors, score_of
+from evidex.tasks.rerank.checks import (
+    JUSTIFICATION_SCHEMA,
+    entry_errors,
+    exclusions,
+    id_errors,
+    rank_errors,
+    score_of,
+)
 from evidex.tasks.rerank.models import (
     Exclusion,
     RankedPassage,
@@ -135,7 +142,7 @@ def rank_schema(passage_ids: Sequence[str]) -> dict[str, Any]:
                         "rank": {"type": "integer", "minimum": 1, "maximum": len(passage_ids)},
                         "passage_id": {"type": "string", "enum": list(passage_ids)},
                         "relevance_score": {"type": ["number", "null"]},
-                        "justification": {"type": "string"},
+                        "justification": dict(JUSTIFICATION_SCHEMA),
                     },
                     "required": ["rank", "passage_id", "justification"],
                     "additionalProperties": False,

@@ -6,6 +6,7 @@ from typing import Any
 
 from evidex.judging import PairPayload, PassageText
 from evidex.tasks.base import BatchInfo, ReplyInvalid, StepBase, StepRequest
+from evidex.tasks.rerank.checks import JUSTIFICATION_SCHEMA
 from evidex.tasks.rerank.models import PairBatch, PairVerdict, batch_info, batch_material
 from evidex.tasks.rerank.prompts import PAIR_TEMPLATE
 
@@ -24,7 +25,7 @@ class PairStep(StepBase[PairBatch, PairVerdict], name="rerank.pair", template=PA
                 "type": "object",
                 "properties": {
                     "winner": {"type": "string", "enum": ["A", "B"]},
-                    "justification": {"type": "string"},
+                    "justification": dict(JUSTIFICATION_SCHEMA),
                 },
                 "required": ["winner", "justification"],
                 "additionalProperties": False,

@@ -14,7 +14,7 @@ from evidex.tasks.base import (
     exact_array,
     reply_list,
 )
-from evidex.tasks.rerank.checks import id_errors, score_of
+from evidex.tasks.rerank.checks import JUSTIFICATION_SCHEMA, id_errors, score_of
 from evidex.tasks.rerank.models import (
     PassageScore,
     ScoreBatch,
@@ -47,7 +47,7 @@ class ScoreStep(
                             "properties": {
                                 "passage_id": {"type": "string", "enum": ids},
                                 "relevance_score": {"type": "number"},
-                                "justification": {"type": "string"},
+                                "justification": dict(JUSTIFICATION_SCHEMA),
                             },
                             "required": ["passage_id", "relevance_score"],
                         },
