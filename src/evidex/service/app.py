@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Annotated, Any
+from typing import Any
 
 try:
-    from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+    from fastapi import Depends, FastAPI, HTTPException, Request
     from fastapi.exceptions import RequestValidationError
     from fastapi.middleware.cors import CORSMiddleware
     from fastapi.middleware.trustedhost import TrustedHostMiddleware
@@ -32,7 +32,7 @@ from evidex.jobs import resolve_judge
 from evidex.judging import Judge
 from evidex.preflight import InputLimits
 from evidex.pricing import Price, estimate_cost
-from evidex.service.auth import AuthMode, Gate, Principal
+from evidex.service.auth import AuthMode, Gate
 from evidex.service.guards import (
     BodyLimit,
     bounded,
@@ -40,6 +40,7 @@ from evidex.service.guards import (
     max_body_bytes_from_env,
     validation_error_handler,
 )
+from evidex.service.reviews import register_review_routes
 from evidex.service.schemas import (
     ERROR_RESPONSES,
     TEXT_RESPONSES,
@@ -47,9 +48,8 @@ from evidex.service.schemas import (
     Health,
     Key,
     NewKey,
-    ReviewItem,
 )
-from evidex.store import DEFAULT_LEASE_S, ROLES, SqlStore, open_store
+from evidex.store import ROLES, SqlStore, open_store
 from evidex.types import Usage
 
 __all__ = ["LOOPBACK_HOSTS", "allowed_hosts_for", "create_app"]
@@ -81,38 +81,9 @@ SECURITY_HEADERS = {
 }
 
 
-ItemId = Annotated[int, Path(ge=1, le=2**63 - 1, description="a review item's id")]
-"""A review item's id: within what the database's integer column holds."""
-
-
-class ResolveRequest(BaseModel):
-    decision: str
-    note: str | None = None
-    reviewer: str | None = None
-
-
-class ClaimRequest(BaseModel):
-    reviewer: str | None = None
-    job: str | None = None
-    lease_s: float = DEFAULT_LEASE_S
-
-
 class KeyRequest(BaseModel):
     role: str
     name: str | None = None
-
-
-def _acting_reviewer(principal: Principal, named: str | None) -> str | None:
-    """Who resolves or claims: the key's name. A request may name someone only where no key
-    identifies the caller (no keys yet, or --no-auth)."""
-    if not principal.key_id:
-        return named
-    if named is not None and named != principal.name:
-        raise HTTPException(
-            status_code=422,
-            detail=f"reviewer {named!r} is not the caller; this key acts as {principal.name!r}",
-        )
-    return principal.name
 
 
 def create_app(
@@ -238,40 +209,7 @@ def create_app(
             "schema_version": the_store.schema_version(),
         }
 
-    @app.get("/review", dependencies=[reviewer], response_model=list[ReviewItem])
-    async def review_list(
-        status: str = "pending",
-        job: str | None = None,
-        limit: Annotated[int, Query(ge=1, le=10_000)] = 100,
-    ) -> list[dict[str, Any]]:
-        return the_store.list_reviews(
-            status=None if status == "all" else status, job=job, limit=limit
-        )
-
-    @app.post("/review/claim", response_model=ReviewItem | None)
-    async def review_claim(body: ClaimRequest, who: Principal = reviewer) -> dict[str, Any] | None:
-        """Lease the oldest free pending item to the reviewer (null when none is free)."""
-        check_body(body, bounds)
-        name = _acting_reviewer(who, body.reviewer)
-        if not name:
-            raise HTTPException(status_code=422, detail="name the reviewer who claims")
-        return the_store.claim_review(name, job=body.job, lease_s=body.lease_s)
-
-    @app.get("/review/{item_id}", dependencies=[reviewer], response_model=ReviewItem)
-    async def review_show(item_id: ItemId) -> dict[str, Any]:
-        return the_store.get_review(item_id)
-
-    @app.post("/review/{item_id}/resolve", response_model=ReviewItem)
-    async def review_resolve(
-        item_id: ItemId, body: ResolveRequest, who: Principal = reviewer
-    ) -> dict[str, Any]:
-        check_body(body, bounds)
-        return the_store.resolve_review(
-            item_id,
-            decision=body.decision,
-            note=body.note,
-            reviewer=_acting_reviewer(who, body.reviewer),
-        )
+    register_review_routes(app, the_store, reviewer=reviewer, limits=bounds)
 
     @app.get("/keys", dependencies=[admin], response_model=list[Key])
     async def keys_list(include_revoked: bool = False) -> list[dict[str, Any]]:
