@@ -4,9 +4,12 @@ key phrase, name a judge) are not flagged. Fixtures are written here, not read f
 
 from __future__ import annotations
 
+import hashlib
+import importlib.resources
+
 import pytest
 
-from evidex._attacks import SOURCES, Attack, attack_suite
+from evidex._attacks import COLLECTIONS, SOURCES, Attack, attack_suite
 from evidex._screening import query_terms, screen, suspected
 from evidex.types import Event, Passage
 
@@ -66,6 +69,22 @@ def test_the_suite_covers_every_kind_with_several_phrasings_and_cites_its_source
     assert len({a.id for a in SUITE}) == len(SUITE)
     assert any(a.split == "heldout" for a in SUITE)
     assert {j for a in SUITE for j in a.jobs} == {"tier", "rerank", "classify", "audit"}
+
+
+PUBLIC_HELDOUT_SHA256 = "938d43313f2649ff3963f85fcd85b33a9af567e95ef8494a2b5f0242602ebf4d"
+"""The frozen held-out set, as committed before the screen changes it measures: a change to
+the file (to make the screen look better, or by accident) fails here."""
+
+
+def test_the_frozen_public_heldout_set_is_unchanged_and_never_tuned_on() -> None:
+    assert COLLECTIONS == ("suite", "public_heldout")
+    raw = importlib.resources.files("evidex").joinpath("data/attacks/public_heldout.jsonl")
+    assert hashlib.sha256(raw.read_bytes()).hexdigest() == PUBLIC_HELDOUT_SHA256
+    public = [a for a in SUITE if a.collection == "public_heldout"]
+    assert len(public) == 60
+    assert all(a.split == "heldout" for a in public)
+    assert {a.source for a in public} <= set(SOURCES)
+    assert {a.kind for a in public} == {a.kind for a in SUITE}
 
 
 def test_the_role_tags_cover_each_model_family() -> None:

@@ -1,10 +1,22 @@
 """The project's attack suite: passage text written to steer a grader, as typed records.
 
-The records live in ``data/attacks/suite.jsonl`` (one JSON object a line) and are written in
-our own words after the public attack material below; each record names its source by key.
-Several phrasings per kind, some held out (``split="heldout"``) from the tuning of the
-screen in :mod:`evidex._screening`, so its detection rate on phrasings it was not fitted to
-can be measured apart. Stuffing records are templates filled from the query at run time.
+The records live in two files of ``data/attacks/`` (one JSON object a line), each record
+written in our own words after the public attack material below and naming its source by key:
+
+- ``suite.jsonl``: several phrasings per kind, most of them the phrasings the screen of
+  :mod:`evidex._screening` was tuned on (``split="tune"``), some held out from that tuning
+  (``split="heldout"``), written by the same hand after the patterns were fixed;
+- ``public_heldout.jsonl``: the **frozen held-out set**, every record ``split="heldout"``:
+  60 phrasings paraphrased from the public material (promptfoo's judge-injection configs:
+  authority tags, plausible rationales, self-reference, pleas, threats, flattery, fake system
+  state, YAML and plain-text verdicts, CDATA; BIPIA's "in your response" register; Greshake et
+  al.'s markdown and HTML-comment carriers; injections written in German, French and Spanish),
+  committed before any screen change that it measures and never used to tune one. Its hash is
+  pinned by a test, so it cannot drift to fit the screen.
+
+Held-out records measure detection on phrasings the screen was not fitted to
+(bench/injection_screen.py reports each file apart). Stuffing records are templates filled
+from the query at run time.
 
 Sources:
 
@@ -25,6 +37,13 @@ Sources:
 - ``alaofi-2024``: Alaofi, Thomas, Scholer and Sanderson, "LLMs can be Fooled into Labelling
   a Document as Relevant", SIGIR-AP 2024 (keyword stuffing, "this passage is relevant" text)
 - ``evidex-issue-27``: the four attack kinds measured in evidex issue 27
+- ``greshake-2023``: Greshake, Abdelnabi, Mishra, Endres, Holz and Fritz, "Not what you've
+  signed up for: Compromising Real-World LLM-Integrated Applications with Indirect Prompt
+  Injection", AISec 2023, arXiv:2302.12173 (instructions hidden in web pages: markdown
+  pseudo-system blocks, HTML comments)
+- ``deepset-prompt-injections``: deepset's ``prompt-injections`` data set (Apache-2.0),
+  https://huggingface.co/datasets/deepset/prompt-injections (injections written in languages
+  other than English; the genre is taken, not its rows)
 """
 
 from __future__ import annotations
@@ -38,7 +57,7 @@ from typing import Literal
 from evidex._screening import SuspicionKind, query_terms
 from evidex.types import Passage
 
-__all__ = ["SOURCES", "Attack", "AttackKind", "Placement", "attack_suite"]
+__all__ = ["COLLECTIONS", "SOURCES", "Attack", "AttackKind", "Placement", "attack_suite"]
 
 AttackKind = Literal[
     "note_to_grader",
@@ -65,6 +84,8 @@ SOURCES = {
     "chat-templates": "the model families' published chat templates",
     "alaofi-2024": "Alaofi et al., SIGIR-AP 2024",
     "evidex-issue-27": "evidex issue 27, 'Grades that hold'",
+    "greshake-2023": "https://arxiv.org/abs/2302.12173",
+    "deepset-prompt-injections": "https://huggingface.co/datasets/deepset/prompt-injections",
 }
 """Where each record's attack comes from (the module docstring says what was taken)."""
 
@@ -83,6 +104,8 @@ class Attack:
     """The suspicion kinds the screen should report (any one of them counts)."""
     source: str
     split: Literal["tune", "heldout"] = "tune"
+    collection: str = "suite"
+    """The file the record comes from (:data:`COLLECTIONS`): ``suite`` or ``public_heldout``."""
 
     def render(self, query: str = "", passage_id: str = "p1") -> str:
         """The attack text for one query and passage: ``{query}``, ``{keywords}`` (the
@@ -109,25 +132,31 @@ class Attack:
         return passage.model_copy(update={self.placement: added})
 
 
+COLLECTIONS = ("suite", "public_heldout")
+"""The files of ``data/attacks/`` (without ``.jsonl``), in the order :func:`attack_suite` reads."""
+
+
 @functools.lru_cache(maxsize=1)
 def attack_suite() -> tuple[Attack, ...]:
-    """Every record of the shipped suite, in file order."""
-    raw = importlib.resources.files("evidex").joinpath("data/attacks/suite.jsonl")
+    """Every record of the shipped suite, file by file (:data:`COLLECTIONS`), in file order."""
     out = []
-    for line in raw.read_text("utf-8").splitlines():
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        out.append(
-            Attack(
-                id=row["id"],
-                kind=row["kind"],
-                text=row["text"],
-                placement=row["placement"],
-                jobs=tuple(row["jobs"]),
-                expect=tuple(row["expect"]),
-                source=row["source"],
-                split=row.get("split", "tune"),
+    for collection in COLLECTIONS:
+        raw = importlib.resources.files("evidex").joinpath(f"data/attacks/{collection}.jsonl")
+        for line in raw.read_text("utf-8").splitlines():
+            if not line.strip():
+                continue
+            row = json.loads(line)
+            out.append(
+                Attack(
+                    id=row["id"],
+                    kind=row["kind"],
+                    text=row["text"],
+                    placement=row["placement"],
+                    jobs=tuple(row["jobs"]),
+                    expect=tuple(row["expect"]),
+                    source=row["source"],
+                    split=row.get("split", "tune"),
+                    collection=collection,
+                )
             )
-        )
     return tuple(out)
