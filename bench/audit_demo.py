@@ -3,9 +3,9 @@
     python bench/audit_demo.py [--no-write]
 
 Runs :func:`evidex.cli.demo.run_demo` as ``evidex demo`` does (local:minilm reranks and tiers,
-local:qwen with the demo's options audits and classifies; in-memory store) and reports each
-step's seconds, the audit's decision, source and judge calls, and each claim's grade beside the
-author's. The load average before and after is printed with them: on a shared machine it
+local:qwen audits and classifies in the mode their jobs register; in-memory store) and reports
+each step's seconds, the audit's decision, source and judge calls, and each claim's grade beside
+the author's. The load average before and after is printed with them: on a shared machine it
 decides the figures more than anything else. Figures go to docs/benchmarks.md, section
 ``audit_demo``.
 """
@@ -20,7 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _report import write_section
-from evidex.cli.demo import JUDGE_OPTIONS, run_demo
+from evidex.cli.demo import run_demo
+from evidex.jobs import judge_defaults
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     run = run_demo(store="sqlite://")
     after = os.getloadavg()[0]
     lines = [
-        f"Judges {run.judges}; local:qwen options {JUDGE_OPTIONS.get('local:qwen', {})}, "
+        f"Judges {run.judges}; local:qwen options for audit "
+        f"{judge_defaults('audit', 'local:qwen')} and classify "
+        f"{judge_defaults('classify', 'local:qwen')} (the jobs' registered defaults), "
         f"EVIDEX_QWEN_THREADS={os.environ.get('EVIDEX_QWEN_THREADS', '(unset: every core)')}; "
         f"{os.cpu_count()} cores; 1-min load average before / after: {before:.1f} / {after:.1f}.",
         "",

@@ -212,8 +212,8 @@ def test_the_mode_is_in_the_fingerprint_and_the_model_version() -> None:
     assert score.fingerprint()["mode"] == "score" != generate.fingerprint()["mode"]
     assert score.fingerprint()["grade_prompt"] == GRADE_PROMPT_VERSION
     assert "snippets" in score.fingerprint() and "snippets" not in generate.fingerprint()
-    assert score.model_version.endswith("by score")
-    assert generate.model_version.endswith("by generate")
+    assert score.model_version.endswith("; mode=score")
+    assert generate.model_version.endswith("; mode=generate")
 
 
 # --------------------------------------------------------------------------- mode=score, real model

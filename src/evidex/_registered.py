@@ -1,4 +1,5 @@
-"""The registered jobs, one line each: the module that defines the job and its default judge.
+"""The registered jobs, one line each: the module that defines the job, its default judge, and
+the options a judge gets for the job when it is built from a spec string.
 
 It is a root module, with no imports of its own, so that the settings (which name a judge and
 a prompt per job) and the jobs' registry read the same table without importing any job. A
@@ -8,9 +9,11 @@ new job registers here with one line; everything else is read from its definitio
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, NamedTuple
 
-__all__ = ["JOBS", "Registered"]
+__all__ = ["JOBS", "SCORED_ON_QWEN", "Registered"]
 
 
 class Registered(NamedTuple):
@@ -18,12 +21,30 @@ class Registered(NamedTuple):
     """The module whose ``DEFINITION`` is the job's :class:`~evidex.jobs.JobDefinition`."""
     default_judge: str
     """The judge spec a call without ``judge=`` (and no configured judge) runs."""
+    judge_options: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
+    """Judge spec → the options a judge of that spec gets when it is built for this job from
+    the spec string (the default judge, a configured one, ``judge="local:qwen"``, ``--judge``,
+    a request's ``judge``); options the caller gives win (``--judge-option mode=generate``). A
+    judge instance the caller built is used as it was built."""
 
+
+SCORED_ON_QWEN: Mapping[str, Mapping[str, Any]] = MappingProxyType(
+    {"local:qwen": MappingProxyType({"mode": "score"})}
+)
+"""``local:qwen`` in score mode: the mode that measures best with the shipped 1.5B model for
+the jobs that judge claims and sufficiency (docs/benchmarks.md). Audit on WiCE: 0 fallbacks and
+supported-vs-rest F1 0.61 on 224 held-out claims (``audit_wice``), where ``mode=generate`` fell
+back on 8 of 12; classify on SciFact: accuracy 70 % and 0 fallbacks on 30 claims against 45 %
+and 5 fallbacks of 20 (``classify_scifact_score``, ``classify_scifact``); sufficiency: measured
+in score mode only (F1 of "insufficient" 0.71 and 0.79, ``sufficiency_clapnq``). Tier and
+rerank keep the judge's own default, ``generate``: score mode's tiers did not agree with NIST
+(kappa -0.02 against 0.17, ``qwen_modes_agreement``) and its pointwise order put relevant
+above irrelevant passages no better than chance (0.50, ``qwen_modes_rerank``)."""
 
 JOBS: dict[str, Registered] = {
     "tier": Registered("evidex.jobs.tier", "local:minilm"),
     "rerank": Registered("evidex.jobs.rerank", "local:minilm"),
-    "classify": Registered("evidex.jobs.classify", "local:qwen"),
-    "audit": Registered("evidex.jobs.audit", "local:qwen"),
-    "sufficiency": Registered("evidex.jobs.sufficiency", "local:qwen"),
+    "classify": Registered("evidex.jobs.classify", "local:qwen", SCORED_ON_QWEN),
+    "audit": Registered("evidex.jobs.audit", "local:qwen", SCORED_ON_QWEN),
+    "sufficiency": Registered("evidex.jobs.sufficiency", "local:qwen", SCORED_ON_QWEN),
 }

@@ -245,6 +245,15 @@ class Judge(abc.ABC):
         reserve = 160 * batch_size + 200
         return max(64, (self.context_window - overhead_tokens - reserve) // max(1, batch_size))
 
+    def answers_in_pieces(self, payload: type[Payload]) -> bool:
+        """Whether the judge answers an exchange of this payload type in bounded pieces of its
+        own instead of reading its prompt whole: ``local:qwen`` in score mode asks about one
+        claim (or label, or passage) and a few sentences the encoder picked at a time, each
+        sentence at most 60 words. A job then need not fit the exchange's prompt, and the
+        retry a written reply may need, into the context window, nor cut or drop passages for
+        it. Default: False, the prompt is read whole (a chat model writing its reply)."""
+        return False
+
     def query_token_limit(self) -> int | None:
         """How many tokens of a query this judge reads, when it reads only the first ones (an
         encoder's sequence length); None when the query reaches it whole, as in a chat prompt."""

@@ -47,7 +47,14 @@ from evidex.cli._options import unset_option
 from evidex.errors import ConfigError, MissingExtraError
 from evidex.harness.events import Hooks
 from evidex.harness.ports import StorePort
-from evidex.jobs import DemoInputs, DemoPart, definitions, run_sync
+from evidex.jobs import (
+    DemoInputs,
+    DemoPart,
+    definitions,
+    judge_key,
+    resolve_judge,
+    run_sync,
+)
 from evidex.jobs.tier import DEFAULT_BATCH
 from evidex.judges.cascade import TierScorer, load_band
 from evidex.judging import Judge
@@ -83,11 +90,6 @@ LLM_STEPS = ("audit", "classify")
 LLM_TIMEOUT_S = 1800.0
 """Per-call timeout of the LLM steps: a CPU model on a busy machine can need many minutes for one
 call, and a timed-out call would only be asked again from the start."""
-JUDGE_OPTIONS: dict[str, dict[str, Any]] = {"local:qwen": {"n_ctx": 8192, "mode": "score"}}
-"""Options for judges the demo builds from a spec. ``mode=score``: local:qwen grades the claims
-from its next-token distribution while code quotes the evidence (no reply is written token by
-token, and no reply fails the quote checks); classify still generates. An 8192-token window
-lets the audit job's budget check pass for the six claims in one call."""
 
 # ---------------------------------------------------------------------------- the run
 
@@ -239,13 +241,15 @@ def run_demo(
 def _judges(
     specs: Mapping[str, Judge | str], base_url: BaseUrls, skippable: Sequence[str]
 ) -> Iterator[tuple[dict[str, Judge], dict[str, str]]]:
-    """Build each job's judge once per spec (rerank and tier share one encoder), note the
-    ``skippable`` steps whose judge's extra is missing, and close what was built here when
-    the run ends."""
+    """Build each job's judge as the library would (its spec with the options the job
+    registers for it, :func:`~evidex.jobs.judge_defaults`: ``local:qwen`` audits and
+    classifies in score mode), once per spec and options (rerank and tier share one encoder,
+    audit and classify one model), note the ``skippable`` steps whose judge's extra is
+    missing, and close what was built here when the run ends."""
     endpoints = endpoint_options(base_url)
     if endpoints and not any(isinstance(s, str) and takes_base_url(s) for s in specs.values()):
         raise ConfigError("--base-url applies to openai: judges only, and no step uses one")
-    by_spec: dict[str, Judge] = {}
+    by_spec: dict[tuple[str, str], Judge] = {}
     built: dict[str, Judge] = {}
     skipped: dict[str, str] = {}
     try:
@@ -253,13 +257,12 @@ def _judges(
             if isinstance(spec, Judge):
                 built[job] = spec
                 continue
-            key = spec.strip()
+            name = spec.strip()
+            key = judge_key(job, name)
             if key not in by_spec:
-                options = dict(JUDGE_OPTIONS.get(key, {}))
-                if takes_base_url(key):
-                    options.update(endpoints)
+                options = endpoints if takes_base_url(name) else {}
                 try:
-                    by_spec[key] = evidex.get_judge(key, **options)
+                    by_spec[key] = resolve_judge(name, job, **options)
                 except MissingExtraError as exc:
                     if job not in skippable:
                         raise
@@ -267,7 +270,7 @@ def _judges(
                     continue
             built[job] = by_spec[key]
             if not built[job].supports(job):
-                raise ConfigError(f"judge {key} cannot do the {job} job")
+                raise ConfigError(f"judge {name} cannot do the {job} job")
         yield built, skipped
     finally:
         for judge in by_spec.values():

@@ -10,7 +10,14 @@ private modules of this package: the registry (:func:`definition`, :func:`defini
 """
 
 from evidex.jobs._audit_policy import AuditDecision, AuditPolicy
-from evidex.jobs._common import resolve_judge, resolve_store, run_sync, sync_of
+from evidex.jobs._common import (
+    judge_defaults,
+    judge_key,
+    resolve_judge,
+    resolve_store,
+    run_sync,
+    sync_of,
+)
 from evidex.jobs._definition import (
     Documents,
     Evaluation,
@@ -51,6 +58,8 @@ __all__ = [
     "field_flag",
     "field_wire",
     "job_names",
+    "judge_defaults",
+    "judge_key",
     "resolve_judge",
     "resolve_store",
     "review_kind",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from evidex.errors import ConfigError
 from evidex.harness.budget import retry_tokens, water_level
 from evidex.jobs._audit_stages import BUILTIN_PROMPTS, AuditPrompts
-from evidex.judging import Judge
+from evidex.judging import AuditPayload, ClaimsPayload, ExtractPayload, Judge, Payload
 from evidex.tasks.audit import (
     AuditStep,
     ClaimBatch,
@@ -58,7 +58,14 @@ def fit_to_window(
     ``extract`` is the one-pass or extraction step over answer segments, ``classify`` the
     classification of claim batches; the grading step (one-pass or classify) carries the
     passages. Raises :class:`ConfigError` when not even the smallest sizes fit.
+
+    A judge that answers every step of this audit in pieces of its own
+    (:meth:`~evidex.judging.Judge.answers_in_pieces`: ``local:qwen`` in score mode reads one
+    claim and a few picked sentences per question) needs none of this: its passages go whole
+    and the sizes stay as asked.
     """
+    if _in_pieces(judge, extract=extract, classify=classify):
+        return Fit(segment_tokens, claims_per_batch, None)
     window = judge.context_window
     counts = [judge.count_tokens(p.text) for p in passages]
     probe = tuple(Passage(passage_id=p.passage_id, text="x") for p in passages)
@@ -95,6 +102,14 @@ def fit_to_window(
         )
     limit = None if sum(counts) <= free else water_level(counts, free, floor=MIN_PASSAGE)
     return Fit(segment, claims, limit, events)
+
+
+def _in_pieces(judge: Judge, *, extract: bool, classify: bool) -> bool:
+    """Whether ``judge`` answers every exchange this audit sends in pieces of its own."""
+    steps: list[type[Payload]] = [ClaimsPayload if classify else AuditPayload]
+    if extract and classify:
+        steps.append(ExtractPayload)
+    return all(judge.answers_in_pieces(step) for step in steps)
 
 
 def _free(

@@ -19,6 +19,7 @@ from typing import Annotated, Any, ParamSpec, TypedDict, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from evidex._registered import JOBS
 from evidex.errors import ConfigError
 from evidex.harness.budget import passage_limit
 from evidex.harness.events import Hooks, Subscriber
@@ -38,6 +39,8 @@ __all__ = [
     "QueryPassages",
     "RunOptions",
     "harness_for",
+    "judge_defaults",
+    "judge_key",
     "plan_query",
     "prompt_template",
     "resolve_judge",
@@ -68,15 +71,18 @@ def plan_query(
     """Preflight of a job over one query's passages: the query and passages checked, duplicates
     merged, each passage cut to what the judge's window leaves when ``per_call`` passages (None:
     all of them) share the prompt ``probe(query)`` asks, and the passages screened for text
-    aimed at the grader, the query stuffing included."""
+    aimed at the grader, the query stuffing included. A judge that answers the probe's
+    payload in pieces of its own (:meth:`~evidex.judging.Judge.answers_in_pieces`) reads the
+    passages whole."""
     query = require_text(item.query, "the query")
     items = coerce_passages(item.passages)
-    fixed = "".join(m.content for m in probe(query).messages)
+    request = probe(query)
+    limit = None
+    if not judge.answers_in_pieces(type(request.payload)):
+        fixed = "".join(m.content for m in request.messages)
+        limit = passage_limit(judge, fixed, per_call or len(items))
     prepared = prepare_passages(
-        items,
-        count_tokens=judge.count_tokens,
-        max_passage_tokens=passage_limit(judge, fixed, per_call or len(items)),
-        query=query,
+        items, count_tokens=judge.count_tokens, max_passage_tokens=limit, query=query
     )
     return Plan(
         query=query,
@@ -160,8 +166,30 @@ def prompt_template(job: str, step: str, builtin: PromptTemplate, given: Any) ->
     return custom_template(builtin, given, step)
 
 
+def judge_defaults(job: str, spec: str) -> dict[str, Any]:
+    """The options a judge of ``spec`` gets when it is built for ``job`` from its spec string
+    (registered beside the job's default judge, :mod:`evidex._registered`: ``local:qwen``
+    grades claims and labels in score mode); empty for a spec the job names no options for."""
+    registered = JOBS.get(job)
+    if registered is None:
+        return {}
+    return dict(registered.judge_options.get(spec.strip(), {}))
+
+
+def judge_key(job: str, spec: str) -> tuple[str, str]:
+    """What the judge :func:`resolve_judge` builds for ``job`` from ``spec`` is told apart by:
+    the spec and the options the job registers for it. Jobs whose keys are equal can share
+    one instance (and its in-flight limit); audit and tier on ``local:qwen`` cannot."""
+    spec = spec.strip()
+    return spec, repr(sorted(judge_defaults(job, spec).items()))
+
+
 def resolve_judge(judge: Judge | str | None, job: str, **options: Any) -> Judge:
-    """A judge instance for ``job``: given, built from a spec string, or the job's default."""
+    """A judge instance for ``job``: given, built from a spec string, or the job's default.
+
+    A judge built here from a spec string gets the job's :func:`judge_defaults` under
+    ``options`` (so ``mode="generate"`` given by the caller wins); a judge instance is used as
+    it was built."""
     from evidex.judges import get_judge
 
     if judge is None:
@@ -169,7 +197,7 @@ def resolve_judge(judge: Judge | str | None, job: str, **options: Any) -> Judge:
 
         judge = load_settings().judges[job]
     if isinstance(judge, str):
-        judge = get_judge(judge, **options)
+        judge = get_judge(judge, **{**judge_defaults(job, judge), **options})
     if not judge.supports(job):
         raise ConfigError(
             f"judge {judge.judge_id} cannot do the {job} job "

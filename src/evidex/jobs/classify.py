@@ -37,8 +37,9 @@ from evidex.jobs._classify_review import ClassifyAnswer, ClassifyReview, LabelGr
 from evidex.jobs._common import RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext, Wire
 from evidex.jobs._suspects import Suspects
-from evidex.judging import Judge
+from evidex.judging import ClassifyPayload, Judge
 from evidex.loaders import load_classify_examples
+from evidex.preflight import Prepared as PreparedPassages
 from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.classify import (
@@ -51,7 +52,7 @@ from evidex.tasks.classify import (
     LabelAssignment,
 )
 from evidex.taxonomy import Taxonomy
-from evidex.types import Passage, PassageLike, RiskLevel, Source
+from evidex.types import Event, Passage, PassageLike, RiskLevel, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -266,9 +267,31 @@ class ClassifySpec:
         where = None if item.id is None else f"item {item.id!r}"
         require_text(item.input, "the input text to classify", where=where)
         items = coerce_passages(item.passages, where=where)
-        step = ClassifyStep(self.prompt)
         base = dataclasses.replace(self.template, input=item.input)
-        reserve = reply_reserve(step.request(base))
+        try:
+            prepared, kept, dropped_events = self._fit(judge, base, items)
+        except InputError as exc:
+            raise InputError(str(exc), where=where) from exc
+        dropped = tuple(pid for e in dropped_events for pid in e.passage_ids)
+        batch = dataclasses.replace(base, passages=tuple(kept))
+        return Plan(
+            query=item.input,
+            data=Prepared(batch, prepared.duplicates, dropped, tuple(items)),
+            risk=self.template.risk.value,
+            events=(*prepared.events, *dropped_events),
+            review_fallback=self.route and self.template.risk is not RiskLevel.LOW,
+            id=item.id,
+        )
+
+    def _fit(
+        self, judge: Judge, base: ClassifyBatch, items: Sequence[Passage]
+    ) -> tuple[PreparedPassages, list[Passage], list[Event]]:
+        """The passages fitted so that the retry fits the judge's window, and those left out;
+        all whole for a judge that answers in pieces (a few picked sentences per question)."""
+        if judge.answers_in_pieces(ClassifyPayload):
+            prepared = prepare_passages(items, count_tokens=judge.count_tokens)
+            return prepared, prepared.passages, []
+        reserve = reply_reserve(ClassifyStep(self.prompt).request(base))
         budget = judge.context_window - reserve
         fixed = self.prompt_tokens(judge, base, ())
         if fixed >= budget:
@@ -276,31 +299,17 @@ class ClassifySpec:
                 f"the input, taxonomy, constraints and examples alone need {fixed} prompt "
                 f"tokens, over the {budget} that {judge.judge_id} leaves after reserving "
                 f"{reserve} for the replies of the retry; shorten them or use a judge with a "
-                "larger context window",
-                where=where,
+                "larger context window"
             )
-        try:
-            prepared = prepare_passages(
-                items, count_tokens=judge.count_tokens, max_passage_tokens=budget - fixed
-            )
-            kept, dropped_events = drop_to_budget(
-                prepared.passages,
-                prompt_tokens=lambda ps: self.prompt_tokens(judge, base, ps),
-                budget=budget,
-            )
-        except InputError as exc:
-            raise InputError(str(exc), where=where) from exc
-        dropped = tuple(pid for e in dropped_events for pid in e.passage_ids)
-        batch = dataclasses.replace(base, passages=tuple(kept))
-        risk = self.template.risk
-        return Plan(
-            query=item.input,
-            data=Prepared(batch, prepared.duplicates, dropped, tuple(items)),
-            risk=risk.value,
-            events=(*prepared.events, *dropped_events),
-            review_fallback=self.route and risk is not RiskLevel.LOW,
-            id=item.id,
+        prepared = prepare_passages(
+            items, count_tokens=judge.count_tokens, max_passage_tokens=budget - fixed
         )
+        kept, dropped = drop_to_budget(
+            prepared.passages,
+            prompt_tokens=lambda ps: self.prompt_tokens(judge, base, ps),
+            budget=budget,
+        )
+        return prepared, kept, dropped
 
     def prompt_tokens(self, judge: Judge, base: ClassifyBatch, passages: Sequence[Passage]) -> int:
         """Prompt tokens of the retry with these passages (the replies are reserved apart)."""

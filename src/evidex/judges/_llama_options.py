@@ -33,10 +33,13 @@ class LlamaOptions(BaseModel):
     :mod:`evidex.judges._qwen_audit`). Classify in ``score`` mode: one Yes/No question per
     label about the encoder's candidate sentences (see :mod:`evidex.judges._qwen_classify`).
     Other payloads ``score`` mode answers are listed in :mod:`evidex.judges._qwen_scorers`.
-    The mode is one per judge instance, for every job it runs. ``generate`` stays
-    the default: measured with the shipped 1.5B model (docs/benchmarks.md, ``qwen_modes_*``),
-    ``score`` tiered 40 LLMJudge pairs at kappa -0.02 against 0.17 for ``generate`` on the
-    same pairs (cut points fitted on other queries), so it is faster but not better."""
+    The mode is one per judge instance, for every job it runs; it is in the model version,
+    so the audit log says which mode judged. ``generate`` is the judge's own default, and
+    each job may register another for the judge it builds from a spec string
+    (:mod:`evidex._registered`): the jobs that grade claims or labels against evidence take
+    ``score``, where it measures best with the shipped 1.5B model (docs/benchmarks.md:
+    ``audit_wice``, ``classify_scifact_score``), while tier keeps ``generate`` (``score``
+    tiered 40 LLMJudge pairs at kappa -0.02 against 0.17, ``qwen_modes_agreement``)."""
     n_ctx: int = Field(default=4096, ge=1024, le=32768)
     """Context window in tokens. 4096 holds a tier batch of 5 with its re-asks."""
     n_threads: int | None = Field(default=None, ge=1)

@@ -49,9 +49,9 @@ from evidex.judges._llama_options import LlamaOptions, QwenOptions
 from evidex.judges._options import parse_options
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
 from evidex.judges._qwen_score import CandidateScores, score_candidates
-from evidex.judges._qwen_scorers import SCORING_VERSIONS, Scorer, scorer_of
+from evidex.judges._qwen_scorers import IN_PIECES, SCORING_VERSIONS, Scorer, scorer_of
 from evidex.judges._weights import ChunkedWeights, ensure_joined, locate_chunks
-from evidex.judging import Judge, JudgeReply, JudgeRequest, Message
+from evidex.judging import Judge, JudgeReply, JudgeRequest, Message, Payload
 from evidex.types import Usage
 
 __all__ = ["QWEN_WEIGHTS", "CallTiming", "LlamaJudge", "LlamaOptions", "QwenJudge", "QwenOptions"]
@@ -176,9 +176,10 @@ class LlamaJudge(Judge):
 
     @property
     def model_version(self) -> str:
+        # the mode is in the version, so every audit-log row says which one judged
         return (
             f"{self.model_name()}+llama-cpp-python-{self._llama_cpp.__version__}"
-            f"; tier and pointwise rerank by {self.options.mode}"
+            f"; mode={self.options.mode}"
         )
 
     def fingerprint(self) -> Mapping[str, Any]:
@@ -197,6 +198,12 @@ class LlamaJudge(Judge):
         from evidex.judges.minilm import MiniLMJudge
 
         return MiniLMJudge()
+
+    def answers_in_pieces(self, payload: type[Payload]) -> bool:
+        """Score mode answers the payloads of :data:`~evidex.judges._qwen_scorers.IN_PIECES`
+        by short questions of its own (a claim, label or question and a few 60-word sentences
+        each), never by the whole prompt."""
+        return self.options.mode == "score" and issubclass(payload, IN_PIECES)
 
     # ------------------------------------------------------------------ model
 

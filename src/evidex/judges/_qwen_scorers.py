@@ -24,7 +24,7 @@ from evidex.judges._qwen_sufficiency import model_yes as sufficiency_yes
 from evidex.judging import ClassifyPayload, Message, Payload
 from evidex.tasks.sufficiency import SufficiencyPayload
 
-__all__ = ["SCORED", "SCORING_VERSIONS", "Score", "Scorer", "scorer_of"]
+__all__ = ["IN_PIECES", "SCORED", "SCORING_VERSIONS", "Score", "Scorer", "scorer_of"]
 
 Score = Callable[[Sequence[Message | Mapping[str, str]], Sequence[str], str], CandidateScores]
 """``(messages, candidates, reply_prefix) -> CandidateScores`` of the judge's model."""
@@ -64,6 +64,12 @@ SCORED: dict[type[Payload], Scorer] = {
     SufficiencyPayload: _sufficiency,  # per part and passage, and the whole (_qwen_sufficiency)
 }
 """The payloads score mode answers, and how."""
+
+IN_PIECES: tuple[type[Payload], ...] = (*AUDIT_PAYLOADS, ClassifyPayload, SufficiencyPayload)
+"""The payloads whose scorer asks about a claim, label or question with the few passage
+sentences the encoder picked for it (at most 60 words each), never a passage whole: their
+prompts need not fit the context window (tier and pointwise rerank ask about one whole passage
+per question, so their passages are still cut to it)."""
 
 SCORING_VERSIONS: dict[str, str] = {
     "grade_prompt": GRADE_PROMPT_VERSION,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from evidex.judging import Judge
+from evidex.judging import Judge, Payload
 
 __all__ = ["BorrowedWindow"]
 
@@ -24,3 +24,6 @@ class BorrowedWindow(Judge):
 
     def query_token_limit(self) -> int | None:
         return self.window_judge.query_token_limit()
+
+    def answers_in_pieces(self, payload: type[Payload]) -> bool:
+        return self.window_judge.answers_in_pieces(payload)

@@ -28,7 +28,7 @@ from evidex.config import load_settings
 from evidex.errors import EvidexError, ReviewConflict, RunError, UsageError
 from evidex.harness.metrics import grounding_outcome, metrics
 from evidex.harness.runner import HarnessSettings
-from evidex.jobs import resolve_judge
+from evidex.jobs import judge_key, resolve_judge
 from evidex.judging import Judge
 from evidex.preflight import InputLimits
 from evidex.pricing import Price, estimate_cost
@@ -114,11 +114,12 @@ def create_app(
     configured = load_settings()
     settings = HarnessSettings.from_config(configured)
     the_store: SqlStore = store if isinstance(store, SqlStore) else open_store(store)
-    cache: dict[str, Judge] = dict(judges or {})
+    given = dict(judges or {})
+    built: dict[tuple[str, str], Judge] = {}
     env_allowed = {
         s.strip() for s in os.environ.get("EVIDEX_SERVICE_JUDGES", "").split(",") if s.strip()
     }
-    allowed = allowed_judges or env_allowed or set(configured.judges.values()) | set(cache)
+    allowed = allowed_judges or env_allowed or set(configured.judges.values()) | set(given)
 
     def judge_for(spec: str | None, job: str) -> Judge:
         spec = spec or configured.judges[job]
@@ -126,9 +127,14 @@ def create_app(
             raise UsageError(
                 f"judge {spec!r} is not enabled on this server; enabled: {sorted(allowed)}"
             )
-        if spec not in cache:
-            cache[spec] = resolve_judge(spec, job)
-        return resolve_judge(cache[spec], job)
+        if spec in given:
+            return resolve_judge(given[spec], job)
+        # one judge per spec and the options its jobs register for it (evidex._registered:
+        # local:qwen's score mode), shared by every request of those jobs
+        key = judge_key(job, spec)
+        if key not in built:
+            built[key] = resolve_judge(spec, job)
+        return resolve_judge(built[key], job)
 
     gate = Gate(the_store, auth)
     client, reviewer, admin = (
