@@ -49,6 +49,13 @@ class Principal:
     def may(self, *roles: str) -> bool:
         return self.role == "admin" or self.role in roles
 
+    def refusal(self, *roles: str) -> str | None:
+        """Why this caller may not do what needs one of ``roles`` (None: it may); the 403's
+        message, and the MCP tools' refusal."""
+        if self.may(*roles):
+            return None
+        return f"this needs a {' or '.join(roles)} key; yours is {self.role}"
+
 
 LOCAL = Principal(key_id="", name="local (no keys exist yet)", role="admin")
 OPEN = Principal(key_id="", name="anyone (--no-auth)", role="admin")
@@ -128,11 +135,9 @@ class Gate:
                         headers={"WWW-Authenticate": "Bearer"},
                     )
                 request.state.principal = principal
-            if not principal.may(*roles):
-                raise HTTPException(
-                    status_code=403,
-                    detail=f"this needs a {' or '.join(roles)} key; yours is {principal.role}",
-                )
+            refusal = principal.refusal(*roles)
+            if refusal is not None:
+                raise HTTPException(status_code=403, detail=refusal)
             return principal
 
         return check

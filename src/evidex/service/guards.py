@@ -10,6 +10,8 @@
   cannot be stored, tokenised or sent back as UTF-8. Each problem is a 422 that names its field.
 - :func:`validation_errors` renders every 422 of a request's shape: where and what, never the
   input itself, so a rejected 5 MB body is not sent back to its sender.
+- :func:`validation_body` and :func:`error_body` are the JSON of every refusal, so the MCP
+  tools refuse with the messages of the HTTP API.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from evidex.errors import ConfigError
+from evidex.errors import ConfigError, EvidexError
 from evidex.preflight import InputLimits
 from evidex.types import lone_surrogate
 
@@ -35,7 +37,9 @@ __all__ = [
     "BodyLimit",
     "bounded",
     "check_body",
+    "error_body",
     "max_body_bytes_from_env",
+    "validation_body",
     "validation_error_handler",
     "validation_errors",
 ]
@@ -143,7 +147,7 @@ def _not_utf8(
         decoder.decode(chunk, final=final)
     except UnicodeDecodeError as exc:
         at = before - pending + exc.start
-        return 422, _error_body(
+        return 422, validation_body(
             [{"loc": ("body",), "msg": f"not UTF-8 text (byte {at})", "type": "unicode_decode"}]
         )
     return None
@@ -243,11 +247,28 @@ def validation_errors(errors: Sequence[Any]) -> list[dict[str, Any]]:
     return shown
 
 
-def _error_body(errors: Sequence[Any]) -> dict[str, Any]:
+def validation_body(errors: Sequence[Any], under: str | None = None) -> dict[str, Any]:
+    """The JSON of a 422: every problem of a request's shape. ``under``: a first location part
+    to leave out (``body``, for a caller that sent the body's fields as arguments)."""
+    if under is not None:
+        errors = [
+            {**e, "loc": tuple(e.get("loc", ()))[1:]}
+            if tuple(e.get("loc", ()))[:1] == (under,)
+            else e
+            for e in errors
+        ]
     return {"error": "RequestValidationError", "detail": validation_errors(errors)}
+
+
+ERROR_DETAIL_CHARS = 2000
+
+
+def error_body(exc: EvidexError) -> dict[str, Any]:
+    """The JSON of a refusal or failure the library raised: its kind and its message."""
+    return {"error": type(exc).__name__, "detail": bounded(str(exc), ERROR_DETAIL_CHARS)}
 
 
 async def validation_error_handler(_: Request, exc: Exception) -> JSONResponse:
     """The app's answer to a request of the wrong shape: 422 with where and what."""
     errors = exc.errors() if isinstance(exc, RequestValidationError) else []
-    return JSONResponse(status_code=422, content=_error_body(errors))
+    return JSONResponse(status_code=422, content=validation_body(errors))

@@ -6,6 +6,9 @@ defaults and bounds as the library call and the CLI, so ``/openapi.json`` descri
 library validates. ``POST /JOB`` returns what ``evidex JOB`` prints; a definition's views add
 more endpoints over the same run (``POST /audit/decision``: only the decision object that may
 be shown to end users, no judge output).
+
+How a request runs is :class:`JobCalls`, kept on ``app.state.jobs``, so that another surface
+over the same app (the MCP tools) runs a job exactly as its endpoint does.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from fastapi import FastAPI
@@ -26,7 +30,7 @@ from evidex.service.guards import check_body
 from evidex.store import SqlStore
 from evidex.tasks.custom import BUILTIN_PROMPT, Prompt
 
-__all__ = ["JobRequest", "register_job_routes", "request_model"]
+__all__ = ["JobCalls", "JobRequest", "register_job_routes", "request_model"]
 
 
 class JobRequest(BaseModel):
@@ -84,6 +88,39 @@ def request_model(job: JobDefinition[Any, Any, Any]) -> type[JobRequest]:
     return model  # type: ignore[no-any-return]
 
 
+@dataclass(frozen=True)
+class JobCalls:
+    """How the service runs one job request: its limits checked, the job run on the server's
+    judge for it, with the server's store, settings and prompt. One place, so every surface
+    over the service runs a job the same way."""
+
+    store: SqlStore
+    judge_for: Callable[[str | None, str], Judge]
+    settings: HarnessSettings
+    limits: InputLimits = field(default_factory=InputLimits)
+    prompts: Mapping[str, Prompt] = field(default_factory=dict)
+    """The server's own prompt per job, read at start from its configuration; a request can
+    never name a prompt file."""
+
+    async def run(self, job: JobDefinition[Any, Any, Any], body: JobRequest) -> Any:
+        """The job's result for ``body``; a body over the limits raises
+        :class:`~fastapi.exceptions.RequestValidationError` naming the field."""
+        # a walk over every text of a body of megabytes: off the event loop, like planning
+        await asyncio.to_thread(check_body, body, self.limits)
+        return await job.arun(
+            body.item(),
+            options=job.parse_options(body.options()),
+            judge=self.judge_for(body.judge, job.name),
+            store=self.store,
+            settings=self.settings,
+            prompt=self.prompts.get(job.name, BUILTIN_PROMPT),
+        )
+
+    async def respond(self, job: JobDefinition[Any, Any, Any], body: JobRequest) -> Any:
+        """What ``POST /JOB`` answers for ``body``."""
+        return job.respond(await self.run(job, body), body.extras())
+
+
 def register_job_routes(
     app: FastAPI,
     store: SqlStore,
@@ -93,48 +130,27 @@ def register_job_routes(
     limits: InputLimits | None = None,
     prompts: Mapping[str, Prompt] | None = None,
 ) -> None:
-    """Add every registered job's endpoints; ``dependencies`` guard each (the caller's role),
-    ``limits`` bound what one request may carry. ``prompts``: the server's own prompt per job,
-    read at start from its configuration; a request can never name a prompt file."""
+    """Add every registered job's endpoints; ``dependencies`` guard each (the caller's role).
+    How they run a job (``limits``, ``prompts``: see :class:`JobCalls`) is ``app.state.jobs``."""
     guard = list(dependencies)
-    bounds = limits or InputLimits()
-    configured_prompts = dict(prompts or {})
-
+    calls = JobCalls(store, judge_for, settings, limits or InputLimits(), dict(prompts or {}))
+    app.state.jobs = calls
     for job in definitions():
-        _job_routes(app, job, guard, bounds, store, judge_for, settings, configured_prompts)
+        _job_routes(app, job, guard, calls)
 
 
 def _job_routes(
-    app: FastAPI,
-    job: JobDefinition[Any, Any, Any],
-    guard: list[Any],
-    bounds: InputLimits,
-    store: SqlStore,
-    judge_for: Callable[[str | None, str], Judge],
-    settings: HarnessSettings,
-    prompts: Mapping[str, Prompt],
+    app: FastAPI, job: JobDefinition[Any, Any, Any], guard: list[Any], calls: JobCalls
 ) -> None:
-    async def run(body: JobRequest) -> Any:
-        # a walk over every text of a body of megabytes: off the event loop, like planning
-        await asyncio.to_thread(check_body, body, bounds)
-        return await job.arun(
-            body.item(),
-            options=job.parse_options(body.options()),
-            judge=judge_for(body.judge, job.name),
-            store=store,
-            settings=settings,
-            prompt=prompts.get(job.name, BUILTIN_PROMPT),
-        )
-
     async def respond(body: JobRequest) -> Any:
-        return job.respond(await run(body), body.extras())
+        return await calls.respond(job, body)
 
     model = request_model(job)
     _route(app, f"/{job.name}", model, job.response_model, respond, guard, job.summary)
     for view, (view_model, make) in job.views.items():
 
         async def viewed(body: JobRequest, make: Callable[[Any], Any] = make) -> Any:
-            return make(await run(body))
+            return make(await calls.run(job, body))
 
         _route(app, f"/{job.name}/{view}", model, view_model, viewed, guard, job.summary)
 
