@@ -22,7 +22,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	@echo "installing evidex and its test tools into $(VENV) (first run only)..."
-	$(BIN)/python -m pip install --quiet -e '.[dev,service,postgres,ray,langchain,llamaindex,haystack,otel]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,service,mcp,postgres,ray,langchain,llamaindex,haystack,otel]'
 	@touch $(STAMP)
 
 $(LLM_STAMP): $(STAMP)
