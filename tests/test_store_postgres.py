@@ -99,7 +99,7 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
 
 @pytest.mark.network
 def test_postgres_store_round_trip(pg_store: SqlStore) -> None:
-    assert pg_store.schema_version() == 4
+    assert pg_store.schema_version() == 5
     pg_store.append_audit(
         AuditRecord(run_id="r", job="tier", status="ok", labels={"a": "irrelevant"})
     )

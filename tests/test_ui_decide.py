@@ -302,10 +302,10 @@ def test_the_queue_shows_how_many_items_each_reviewer_resolved_today(tmp_path: P
     ids = [tier_item(store, run_id=f"r{i}", pid=f"p{i}") for i in range(6)]
     for item, who in zip(ids, ["ana", "ben", "ana", "ana", "ben", "cy"], strict=True):
         store.resolve_review(item, decision="irrelevant", reviewer=who)
-    q = schema.review_queue
-    with store.engine.begin() as conn:  # cy's was yesterday: not today's
+    d = schema.review_decisions
+    with store.engine.begin() as conn:  # cy's was the day before yesterday: not today's
         conn.execute(
-            q.update().where(q.c.id == ids[5]).values(resolved_at=now() - timedelta(days=2))
+            d.update().where(d.c.item_id == ids[5]).values(decided_at=now() - timedelta(days=2))
         )
     assert store.resolved_by_reviewer(now() - timedelta(hours=1)) == {"ana": 3, "ben": 2}
     page = client.get("/ui/").text

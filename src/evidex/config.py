@@ -18,6 +18,10 @@ The file is TOML, at ``EVIDEX_CONFIG`` or ``config.toml`` in the user config dir
     [prices]   # per 1M tokens, keyed by judge spec (see evidex.pricing)
     "openai:gpt-4o-mini" = { input = 0.15, output = 0.60 }
 
+    [review]   # decisions per item and assignment (see evidex.review_policy)
+    decisions = 1
+    rules = [{ risk = "high", decisions = 2 }]
+
 Environment variables: ``EVIDEX_DB``, ``EVIDEX_TIMEOUT_S``, ``EVIDEX_MAX_CONCURRENCY``,
 ``EVIDEX_JUDGE_<JOB>`` (``EVIDEX_JUDGE_TIER=openai:gpt-4o-mini``), ``EVIDEX_PROMPT_<JOB>`` (a
 prompt file), and the servers of ``openai:``
@@ -41,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evidex._registered import JOBS as REGISTERED
 from evidex.errors import ConfigError
 from evidex.pricing import Price
+from evidex.review_policy import ReviewSettings
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -103,6 +108,10 @@ class Settings(BaseModel):
     )
     prices: dict[str, Price] = Field(
         default_factory=dict, description="judge spec → price per 1M tokens (evidex.pricing)"
+    )
+    review: ReviewSettings = Field(
+        default_factory=ReviewSettings,
+        description="decisions per review item and who is assigned (evidex.review_policy)",
     )
 
 

@@ -241,11 +241,19 @@ def export_command(
     }
     scheme = TierScheme.from_file(tiers) if tiers else DEFAULT_TIERS
     with open_db(db) as store:
-        items = store.list_reviews(status="resolved", job=job)
+        items = store.list_reviews(status=None, job=job)
         result = export_reviews(items, job, scheme=scheme, texts=texts)
     count = write_jsonl(output, result.records)
     for item_id, reason in result.skipped:
         err_console.print(Text(f"skipped review item {item_id}: {reason}"))
+    if result.disputed:
+        err_console.print(
+            Text(
+                f"left out {_count(len(result.disputed), 'item')} whose reviewers disagree and "
+                f"that nobody has adjudicated yet ({_ids([str(i) for i in result.disputed])}): "
+                "evidex review adjudicate ID -d DECISION"
+            )
+        )
     err_console.print(Text(f"wrote {count} golden record(s) to {output}"))
 
 

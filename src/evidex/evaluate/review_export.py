@@ -15,6 +15,10 @@ the job's review payload model's (``JobDefinition.review``, :mod:`evidex.jobs._r
   claim, a JSON object of claim id → status or ``accept`` of the judge's grades → one
   :class:`AuditGolden` with the answer and its claims.
 
+An item that several reviewers decided gives its agreed decision, or the adjudicated one where
+they disagreed; a disagreement nobody has adjudicated yet (a ``disputed`` item) gives no row
+and is counted apart (``ExportResult.disputed``), never settled by picking one reviewer.
+
 ``reject`` says only what the grade is not: it gives no label. Rows need the passage texts:
 taken from the item's payload when the job put them there, else from ``texts`` (passage id →
 text, e.g. the corpus the run was made from). Items that cannot be turned into a label are
@@ -44,6 +48,8 @@ class ExportResult:
     """Golden rows of the job's format (:data:`evidex.evaluate.golden.GOLDEN_TYPES`)."""
     skipped: list[tuple[int, str]] = field(default_factory=list)
     """(review item id, why it gave no golden label)."""
+    disputed: list[int] = field(default_factory=list)
+    """Items whose reviewers disagree and that nobody has adjudicated yet: left out."""
 
 
 def export_reviews(
@@ -53,7 +59,8 @@ def export_reviews(
     scheme: TierScheme | None = None,
     texts: Mapping[str, str] | None = None,
 ) -> ExportResult:
-    """Golden records of ``job`` from its resolved review items (others are ignored).
+    """Golden records of ``job`` from its resolved review items; its disputed items are
+    counted in ``disputed``, the rest ignored.
     ``scheme``: the tiers a tier decision is checked against (default: the item's own)."""
     kind = review_kind(job)
     evaluation = definition(job).evaluation
@@ -63,6 +70,8 @@ def export_reviews(
     context = ExportContext(row=row, texts=dict(texts or {}), scheme=scheme)
     result = ExportResult()
     for item in items:
+        if item.get("job") == job and item.get("status") == "disputed":
+            result.disputed.append(int(item["id"]))
         if item.get("job") != job or item.get("status") != "resolved":
             continue
         item_id = int(item["id"])

@@ -247,6 +247,22 @@ class AuditReview(ReviewPayload):
         pairs = [(mapping[c], str(judged[c])) for c in judged if c in mapping]
         return [p for p in pairs if p[0] in labels and p[1] in labels], labels
 
+    agreement_only: ClassVar[frozenset[str]] = frozenset({"verdict"})
+
+    def meaning(self, decision: str, passage_ids: Sequence[str]) -> dict[str, str]:
+        """The verdict on the answer (``verdict``: publish, block, reject, or "" where the
+        decision gives claim statuses alone) and each claim's status by claim id; ``reject``
+        says ``reject`` of every claim."""
+        word = decision.lower()
+        if word == "reject":
+            return {"verdict": "reject", **dict.fromkeys(self.claim_ids, "reject")}
+        verdict = word if word in REVIEWER_VERDICTS else ""
+        if decision.startswith("{"):
+            parsed = json.loads(decision)
+            if isinstance(parsed, dict) and set(parsed) == {"verdict", "claims"}:
+                verdict = str(parsed["verdict"]).lower()
+        return {"verdict": verdict, **self.decided(decision)}
+
 
 def _golden_class(status: str) -> str:
     return "unsupported" if status == "contradicted" else status

@@ -208,6 +208,17 @@ class ClassifyReview(ReviewPayload):
             gold = judge if judge in chosen else (chosen[0] if chosen else None)
         return ([(gold, judge)] if gold in labels else []), labels
 
+    def meaning(self, decision: str, passage_ids: Sequence[str]) -> dict[str, str]:
+        """The label (several: joined with " + ", in order) as one unit, ``unclassifiable``
+        or ``reject``."""
+        try:
+            labels = self.decided(decision)
+        except ValueError:
+            labels = []
+        if labels:
+            return {"": " + ".join(sorted(set(labels)))}
+        return super().meaning(decision, passage_ids)
+
 
 # This kind's review form in words; the rule is FormVerdict's (one for every kind).
 _FORM = FormVerdict(

@@ -189,6 +189,13 @@ class RerankReview(ReviewPayload):
         record = context.row(query=self.query, candidates=candidates, grades=grades)
         return [record], missing
 
+    def meaning(self, decision: str, passage_ids: Sequence[str]) -> dict[str, str]:
+        """The ranking as one unit (``accept``: the judge's), or ``reject``."""
+        try:
+            return {"": json.dumps(self.ranking(decision), ensure_ascii=False)}
+        except (InputError, ValueError):
+            return super().meaning(decision, passage_ids)
+
 
 # This kind's review form in words; the rule is FormVerdict's (one for every kind).
 _FORM = FormVerdict(

@@ -206,6 +206,17 @@ class ReviewPayload(_Lenient):
         """(reviewer, judge) label pairs for agreement, and the labels they range over."""
         return [], []
 
+    agreement_only: ClassVar[frozenset[str]] = frozenset()
+    """Units of :meth:`meaning` two reviewers must agree on that are no unit of their kappa
+    (an audit's verdict on the answer: its kappa is over claims, as the judge's is)."""
+
+    def meaning(self, decision: str, passage_ids: Sequence[str]) -> dict[str, str]:
+        """What a decision (one the item allows) says, unit by unit: a passage, a claim, or
+        ``""`` for the whole item. Two reviewers agree when their decisions mean the same, in
+        whatever words (``accept`` of the judge's tier is that tier); their kappa pairs the
+        units both decided. ``reject`` is a label of its own."""
+        return {"": decision.strip().lower()}
+
     # ------------------------------------------------------------------ helpers
 
     def not_allowed(self, value: str, passage_ids: Sequence[str]) -> InputError:
@@ -347,6 +358,16 @@ class ReviewKind:
     def pairs(self, item: Mapping[str, Any]) -> tuple[list[Pair], list[str]]:
         payload = self.read(item.get("payload"))
         return payload.pairs(str(item.get("decision") or "").strip(), _ids(item))
+
+    def meaning(self, item: Mapping[str, Any], decision: str) -> dict[str, str]:
+        """What ``decision`` says of ``item``, unit by unit (:meth:`ReviewPayload.meaning`)."""
+        return self.read(item.get("payload")).meaning(decision.strip(), _ids(item))
+
+    def units(self, item: Mapping[str, Any], decision: str) -> dict[str, str]:
+        """The units of :meth:`meaning` that inter-reviewer kappa pairs."""
+        payload = self.read(item.get("payload"))
+        said = payload.meaning(decision.strip(), _ids(item))
+        return {k: v for k, v in said.items() if k not in payload.agreement_only}
 
 
 def _ids(item: Mapping[str, Any]) -> list[str]:

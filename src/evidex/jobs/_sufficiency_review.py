@@ -115,5 +115,12 @@ class SufficiencyReview(ReviewPayload):
         gold = VERDICTS[0] if verdict else VERDICTS[1]
         return [(gold, self.verdict)], list(VERDICTS)
 
+    def meaning(self, decision: str, passage_ids: Sequence[str]) -> dict[str, str]:
+        """The verdict a decision names, as one unit (``reject``: the judge's opposite)."""
+        verdict = self.decided(decision)
+        if verdict is None:
+            return super().meaning(decision, passage_ids)
+        return {"": VERDICTS[0] if verdict else VERDICTS[1]}
+
 
 REVIEW = ReviewKind(payload=SufficiencyReview, template="jobs/sufficiency.html")

@@ -189,5 +189,14 @@ class TierReview(ReviewPayload):
         pairs = [(t, str(judged.tier)) for pid, t in decided.items() if pid == judged.passage_id]
         return [p for p in pairs if p[1] in names], list(names)
 
+    def meaning(self, decision: str, passage_ids: Sequence[str]) -> dict[str, str]:
+        """Passage id → tier (``reject``: every passage ``reject``)."""
+        if decision.lower() == "reject":
+            return dict.fromkeys(passage_ids or [""], "reject")
+        try:
+            return self.decided(decision, passage_ids, scheme_of(self.tiers).names)
+        except InputError:
+            return super().meaning(decision, passage_ids)
+
 
 REVIEW = ReviewKind(payload=TierReview, template="jobs/tier.html")

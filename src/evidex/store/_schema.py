@@ -80,6 +80,26 @@ review_queue = sa.Table(
     sa.Column("lease_holder", sa.String(200), nullable=True),
     sa.Column("lease_expires_at", sa.DateTime(timezone=True), nullable=True),
     sa.Column("dedup_key", sa.String(64), nullable=True),
+    # migration 5: how many independent decisions the item needs and has, and who it is
+    # assigned to (only they may claim or decide it while it is)
+    sa.Column("decisions_required", sa.Integer, nullable=False, default=1, server_default="1"),
+    sa.Column("decisions_made", sa.Integer, nullable=False, default=0, server_default="0"),
+    sa.Column("assignee", sa.String(200), nullable=True),
+)
+
+review_decisions = sa.Table(
+    "review_decisions",
+    metadata,
+    # every decision on a review item, one row each: a reviewer's (kind "review", at most one
+    # per reviewer and item) or the adjudication of a disagreement (kind "adjudication")
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("item_id", sa.Integer, nullable=False, index=True),
+    sa.Column("reviewer", sa.String(200), nullable=False),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("decision", sa.Text, nullable=False),
+    sa.Column("note", sa.Text, nullable=True),
+    sa.Column("decided_at", sa.DateTime(timezone=True), nullable=False, index=True),
+    sa.UniqueConstraint("item_id", "reviewer", "kind", name="review_decisions_once"),
 )
 
 golden_labels = sa.Table(
@@ -165,9 +185,48 @@ def _m4_api_keys_and_sessions(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _m5_several_reviewers_and_assignment(conn: Connection) -> None:
+    """An item may need several independent decisions (each a row of ``review_decisions``)
+    and may be assigned to one reviewer. Resolved items keep their one decision as its row.
+    An item whose reviewers disagree waits, ``disputed``, for adjudication: it is still open,
+    so the index that keeps one open item per input and reason covers it too."""
+    present = {c["name"] for c in sa.inspect(conn).get_columns("review_queue")}
+    for column, default in (
+        ("decisions_required", " NOT NULL DEFAULT 1"),
+        ("decisions_made", " NOT NULL DEFAULT 0"),
+        ("assignee", ""),
+    ):
+        if column not in present:
+            kind = review_queue.c[column].type.compile(dialect=conn.dialect)
+            conn.exec_driver_sql(f"ALTER TABLE review_queue ADD COLUMN {column} {kind}{default}")
+    review_decisions.create(conn, checkfirst=True)
+    q, d = review_queue, review_decisions
+    resolved = q.c.status == "resolved"
+    conn.execute(
+        d.insert().from_select(
+            ["item_id", "reviewer", "kind", "decision", "note", "decided_at"],
+            sa.select(
+                q.c.id,
+                sa.func.coalesce(q.c.reviewer, ""),
+                sa.literal("review"),
+                sa.func.coalesce(q.c.decision, ""),
+                q.c.note,
+                sa.func.coalesce(q.c.resolved_at, q.c.created_at),
+            ).where(resolved),
+        )
+    )
+    conn.execute(q.update().where(resolved).values(decisions_made=1))
+    conn.exec_driver_sql("DROP INDEX IF EXISTS review_queue_pending_dedup")
+    conn.exec_driver_sql(
+        "CREATE UNIQUE INDEX IF NOT EXISTS review_queue_open_dedup "
+        "ON review_queue (dedup_key) WHERE status IN ('pending', 'disputed')"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial tables", _m1_initial_tables),
     (2, "audit log append-only", _m2_audit_log_append_only),
     (3, "review leases and idempotent enqueue", _m3_review_leases_and_dedup),
     (4, "api keys and ui sessions", _m4_api_keys_and_sessions),
+    (5, "several reviewers per item, assignment", _m5_several_reviewers_and_assignment),
 ]

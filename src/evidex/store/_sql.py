@@ -18,8 +18,10 @@ from sqlalchemy.pool import StaticPool
 
 from evidex.errors import ConfigError, StoreError
 from evidex.harness.events import AuditRecord
+from evidex.review_policy import ReviewSettings
 from evidex.store import _schema as t
 from evidex.store._keys import KeyRing
+from evidex.store._review_decisions import ReviewDecisions
 from evidex.store._reviews import ReviewQueue
 from evidex.store._util import aware as _aware
 from evidex.store._util import new_id as _new_id
@@ -43,16 +45,20 @@ def default_url() -> str:
     return f"sqlite:///{data_dir / 'evidex.db'}"
 
 
-def open_store(url: str | None = None) -> SqlStore:
-    return SqlStore(url or default_url())
+def open_store(url: str | None = None, *, review: ReviewSettings | None = None) -> SqlStore:
+    """The store at ``url`` (default :func:`default_url`); ``review``: how many decisions new
+    review items need and who they are assigned to (default: the ``[review]`` settings)."""
+    return SqlStore(url or default_url(), review=review)
 
 
-class SqlStore(ReviewQueue, KeyRing):
-    """Audit log (append-only), content-addressed cache, review queue (:mod:`._reviews`),
-    golden labels, and the service's keys and UI sessions (:mod:`._keys`)."""
+class SqlStore(ReviewQueue, ReviewDecisions, KeyRing):
+    """Audit log (append-only), content-addressed cache, review queue (:mod:`._reviews`, its
+    decisions :mod:`._review_decisions`), golden labels, and the service's keys and UI
+    sessions (:mod:`._keys`)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, review: ReviewSettings | None = None) -> None:
         self.url = url
+        self._review_settings = review
         try:
             if url.startswith("sqlite:///") and url != "sqlite:///:memory:":
                 Path(url.removeprefix("sqlite:///")).expanduser().parent.mkdir(
