@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
 from typing import Annotated
@@ -72,9 +73,17 @@ def serve(
             help="Characters one text (query, passage, answer, input) may have (422 over).",
         ),
     ] = MAX_TEXT_CHARS,
+    mcp: Annotated[
+        bool,
+        typer.Option(
+            "--mcp",
+            help="Also serve the jobs and the review queue as MCP tools for agents, over "
+            "streamable HTTP at /mcp, with the same keys and roles (needs the 'mcp' extra).",
+        ),
+    ] = False,
 ) -> None:
     """Serve the jobs over HTTP: POST /tier (and the other jobs), the review queue and its web UI
-    at /ui/, /log, /keys, /metrics and /healthz.
+    at /ui/, /log, /keys, /metrics and /healthz; with --mcp, the same jobs as MCP tools at /mcp.
 
     Callers send an API key (`evidex keys create`) as 'Authorization: Bearer KEY'. Until the
     store has a key, only this machine is served; on any other address the server refuses to
@@ -86,6 +95,8 @@ def serve(
         import uvicorn
     except ImportError as exc:
         raise MissingExtraError("evidex serve", "service") from exc
+    if mcp and importlib.util.find_spec("mcp") is None:
+        raise MissingExtraError("evidex serve --mcp", "mcp")
     from evidex.service import create_app
     from evidex.service.app import allowed_hosts_for
     from evidex.service.auth import is_loopback
@@ -116,4 +127,8 @@ def serve(
         max_body_bytes=int(max_body_mb * 1024 * 1024) if max_body_mb else None,
         limits=InputLimits(max_passages=max_passages, max_text_chars=max_text_chars),
     )
+    if mcp:
+        from evidex.service.mcp import mount_mcp
+
+        mount_mcp(application)
     uvicorn.run(application, host=host, port=port, log_level="info")
