@@ -10,7 +10,7 @@ LLM_STAMP := $(VENV)/.installed-llm
 LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
 	-DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 
-.PHONY: demo test test-fast check fmt llm system-deps clean
+.PHONY: demo test test-fast check fmt docs llm system-deps clean
 
 # Debian packages the real-parts tests use: Chromium for the review UI's browser tests and the
 # PostgreSQL server binaries the store tests start in a temp dir. Installed when missing and
@@ -22,7 +22,7 @@ $(BIN)/python:
 
 $(STAMP): $(BIN)/python pyproject.toml
 	@echo "installing evidex and its test tools into $(VENV) (first run only)..."
-	$(BIN)/python -m pip install --quiet -e '.[dev,service,mcp,postgres,ray,langchain,llamaindex,haystack,otel]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,docs,service,mcp,postgres,ray,langchain,llamaindex,haystack,otel]'
 	@touch $(STAMP)
 
 $(LLM_STAMP): $(STAMP)
@@ -58,6 +58,11 @@ test: $(STAMP) $(LLM_STAMP) system-deps
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not slow"
 
+# The docs site into site/ (mkdocs.yml); --strict: a broken link, a missing README part or an API
+# reference to nothing fails it. `$(BIN)/mkdocs serve` serves it while you edit.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
 check: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
@@ -68,4 +73,4 @@ fmt: $(STAMP)
 	$(BIN)/ruff check --fix src tests bench
 
 clean:
-	rm -rf $(VENV) build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build dist site .pytest_cache .mypy_cache .ruff_cache
