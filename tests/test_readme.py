@@ -375,3 +375,41 @@ def test_the_chain_snippet_answers_or_abstains_as_written(
     else:
         assert last.startswith("abstain ") and "the daily dose for adults" in last
         assert steps == ["sufficiency"]  # nothing generated, nothing audited
+
+
+def test_the_mcp_examples_run_as_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The Python client lists the tools and grades with the embedded judge; the client
+    configuration starts a server that lists the same tools. The SDK hands a server HOME and
+    PATH only: HOME is the test's, so nothing reaches the user's data or config."""
+    pytest.importorskip("mcp")
+    import asyncio
+
+    from mcp import Client, StdioServerParameters
+
+    assert {"evidex mcp", "evidex serve --mcp"} <= set(_cli_commands())
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    namespace: dict[str, object] = {}
+    exec(compile(_first_block("StdioServerParameters"), "README.md", "exec"), namespace)
+    # capfd: the SDK hands the server process the file descriptor of stderr
+    names, summary = capfd.readouterr().out.strip().splitlines()
+    from evidex.jobs import job_names
+
+    tools = [*job_names(), "review_list", "review_show"]
+    assert names == repr(tools)
+    assert summary.startswith("tier: query=vitamin D dose; classifications: 1; tier_summary: ")
+    [config] = [
+        json.loads(b) for b in re.findall(r"```json\n(.*?)```", README, re.DOTALL) if "mcp" in b
+    ]
+    server = config["mcpServers"]["evidex"]
+    params = StdioServerParameters(
+        command=server["command"], args=server["args"], env=server["env"]
+    )
+
+    async def listed() -> list[str]:
+        async with Client(params) as client:
+            return [tool.name for tool in (await client.list_tools()).tools]
+
+    assert asyncio.run(listed()) == tools
