@@ -11,6 +11,17 @@ headers, JSON body) so tests can assert what the judge sent, and the chat reques
 counted (:attr:`FakeOpenAIServer.peak_in_flight`). :func:`tier_reply_for` and
 :func:`score_reply_for` build valid replies from a request, for load tests that cannot script
 each answer.
+
+A request that asks for ``"stream": true`` gets its :class:`Reply` as server-sent events, as
+real servers send them: the headers at once, then ``delay_s`` (the time to the first token,
+with a ``: ping`` comment every ``ping_s`` as sse-starlette sends them), then the text in
+chunks ``gap_s`` apart, a chunk with the ``finish_reason``, the usage in a last chunk when the
+request asked for it (``stream_options.include_usage``) and ``data: [DONE]``. ``stall_after``
+chunks into it the reply stops for ``stall_s``; ``interrupted`` ends it with ``[DONE]`` and no
+``finish_reason``, as llama-cpp-python's server does when another request arrives. Each stream
+is logged (:attr:`FakeOpenAIServer.streams`): how many chunks it meant to write and wrote, and
+whether its client hung up, which stops it, as a server that checks for a closed connection
+stops generating.
 """
 
 from __future__ import annotations
@@ -35,6 +46,7 @@ __all__ = [
     "Refuses",
     "Reply",
     "Status",
+    "StreamLog",
     "closed_port",
     "format_mode",
     "passages_in",
@@ -46,7 +58,8 @@ __all__ = [
 
 @dataclass(frozen=True)
 class Reply:
-    """Answer with a proper ``chat.completion`` whose message content is ``text``.
+    """Answer with a proper ``chat.completion`` whose message content is ``text`` (streamed
+    when the request asks for it: see the module docstring).
 
     ``text`` may be a callable of the request body, for replies that depend on the request.
     """
@@ -56,6 +69,27 @@ class Reply:
     completion_tokens: int = 40
     delay_s: float = 0.0
     finish_reason: str = "stop"
+    chunk_chars: int = 16
+    gap_s: float = 0.0
+    stall_after: int | None = None
+    stall_s: float = 0.0
+    interrupted: bool = False
+    ping_s: float | None = None
+    usage_in_stream: bool = True
+    """Whether a stream that asked for its usage gets it (llama-cpp-python's sends none)."""
+
+
+@dataclass
+class StreamLog:
+    """What one streamed reply did on the server."""
+
+    planned: int
+    """Chunks of text it was to write."""
+    written: int = 0
+    client_gone: bool = False
+    """The client hung up before the end: the server stopped writing."""
+    ended_at: float | None = None
+    """``time.monotonic()`` when it stopped writing, whatever the reason."""
 
 
 @dataclass(frozen=True)
@@ -134,9 +168,12 @@ class FakeOpenAIServer:
 
     reported_model = "fake-model-2025-01-01"
 
-    def __init__(self, *, backlog: int | None = None) -> None:
+    def __init__(self, *, backlog: int | None = None, serial: bool = False) -> None:
         """``backlog``: the listen queue (default the standard library's 5); a load test that
-        opens hundreds of connections at once needs more, or the kernel drops some."""
+        opens hundreds of connections at once needs more, or the kernel drops some.
+        ``serial``: answer one chat request at a time, the others waiting their turn, as
+        llama.cpp's servers do with one model."""
+        self._turn: threading.Lock | None = threading.Lock() if serial else None
         self.script: list[Behaviour] = []
         self.requests: list[Recorded] = []
         self.unscripted = 0
@@ -147,6 +184,8 @@ class FakeOpenAIServer:
         """Chat requests received and not yet answered."""
         self.peak_in_flight = 0
         """The most chat requests ever in flight at once."""
+        self.streams: list[StreamLog] = []
+        """Every streamed reply, in the order they began."""
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
@@ -269,7 +308,11 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 return
             server._in_flight(+1)
             try:
-                self._answer(behaviour, body)
+                if server._turn is None:
+                    self._answer(behaviour, body)
+                else:
+                    with server._turn:
+                        self._answer(behaviour, body)
             finally:
                 server._in_flight(-1)
 
@@ -289,11 +332,74 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                 message = behaviour.message.replace("{auth}", self.headers.get("Authorization", ""))
                 payload = _error(message, "scripted", behaviour.param)
                 self._json(behaviour.code, payload, behaviour.headers)
+            elif body.get("stream"):
+                self._stream(behaviour, body)
             else:
                 if behaviour.delay_s:
                     server._sleep(behaviour.delay_s)
                 text = behaviour.text(body) if callable(behaviour.text) else behaviour.text
                 self._json(200, _completion(server.reported_model, text, behaviour))
+
+        def _stream(self, reply: Reply, body: dict[str, Any]) -> None:
+            text = reply.text(body) if callable(reply.text) else reply.text
+            pieces = [
+                text[i : i + reply.chunk_chars] for i in range(0, len(text), reply.chunk_chars)
+            ]
+            log = StreamLog(planned=len(pieces))
+            with server._lock:
+                server.streams.append(log)
+            usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                self._wait(reply.delay_s, reply.ping_s)
+                self._event({"role": "assistant", "content": ""}, None)
+                for n, piece in enumerate(pieces):
+                    if n and reply.gap_s:
+                        server._sleep(reply.gap_s)
+                    if n == reply.stall_after:
+                        self._wait(reply.stall_s, reply.ping_s)
+                    self._event({"content": piece}, None)
+                    log.written += 1
+                if not reply.interrupted:
+                    self._event({}, reply.finish_reason)
+                    if usage and reply.usage_in_stream:
+                        self._chunk(b"data: " + json.dumps(_usage_chunk(server, reply)).encode())
+                self._chunk(b"data: [DONE]")
+                self.wfile.write(b"0\r\n\r\n")
+                self.wfile.flush()
+            except OSError:  # the client hung up: stop generating
+                log.client_gone = True
+                self.close_connection = True
+            finally:
+                log.ended_at = time.monotonic()
+
+        def _event(self, delta: dict[str, Any], finish: str | None) -> None:
+            chunk = {
+                "id": "chatcmpl-stream",
+                "object": "chat.completion.chunk",
+                "created": int(time.time()),
+                "model": server.reported_model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+            self._chunk(b"data: " + json.dumps(chunk).encode())
+
+        def _chunk(self, line: bytes) -> None:
+            data = line + b"\n\n"
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+            self.wfile.flush()
+
+        def _wait(self, seconds: float, ping_s: float | None) -> None:
+            """Wait, with a ping comment every ``ping_s`` (not progress of the reply)."""
+            end = time.monotonic() + seconds
+            while (left := end - time.monotonic()) > 0:
+                server._sleep(min(left, ping_s or left))
+                if ping_s and end - time.monotonic() > 0:
+                    ping = b": ping\r\n\r\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(ping), ping))
+                    self.wfile.flush()
 
         def _headers(self) -> dict[str, str]:
             return {name.lower(): value for name, value in self.headers.items()}
@@ -336,6 +442,21 @@ def _completion(model: str, text: str, reply: Reply) -> dict[str, Any]:
                 "logprobs": None,
             }
         ],
+        "usage": {
+            "prompt_tokens": reply.prompt_tokens,
+            "completion_tokens": reply.completion_tokens,
+            "total_tokens": reply.prompt_tokens + reply.completion_tokens,
+        },
+    }
+
+
+def _usage_chunk(server: FakeOpenAIServer, reply: Reply) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-stream",
+        "object": "chat.completion.chunk",
+        "created": int(time.time()),
+        "model": server.reported_model,
+        "choices": [],
         "usage": {
             "prompt_tokens": reply.prompt_tokens,
             "completion_tokens": reply.completion_tokens,
@@ -417,9 +538,9 @@ def score_reply_for(body: dict[str, Any]) -> str:
 
 
 @contextmanager
-def serve(*, backlog: int | None = None) -> Iterator[FakeOpenAIServer]:
+def serve(*, backlog: int | None = None, serial: bool = False) -> Iterator[FakeOpenAIServer]:
     """Run a fresh server on a free loopback port for the ``with`` block."""
-    server = FakeOpenAIServer(backlog=backlog)
+    server = FakeOpenAIServer(backlog=backlog, serial=serial)
     server.start()
     try:
         yield server

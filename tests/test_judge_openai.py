@@ -715,9 +715,11 @@ def test_api_key_never_leaks(
         assert KEY.encode() not in path.read_bytes(), path.name
 
 
-def test_a_server_on_this_machine_gets_the_timeout_of_a_local_model() -> None:
-    """A model served on this machine answers at CPU speed: minutes for a batch of ten on two
-    cores. Its calls are not abandoned after the minute an API gets; an explicit timeout wins."""
+def test_a_server_on_this_machine_gets_the_deadlines_of_a_local_model() -> None:
+    """A model served on this machine answers at CPU speed: reading ten passages takes minutes
+    on two cores, so before anything was measured its first token may take 15 minutes, not the
+    minute an API gets. Neither has a whole-call limit unless one is set, which the harness
+    then doubles (room for a second endpoint of a pool)."""
     local = get_judge("openai:m", base_url="http://127.0.0.1:8080/v1", api_key=KEY)
     named = get_judge("openai:m", base_urls=["http://localhost:1/v1", "http://[::1]:2/v1"])
     remote = get_judge("openai:m", base_url="https://api.example.com/v1", api_key=KEY)
@@ -725,5 +727,13 @@ def test_a_server_on_this_machine_gets_the_timeout_of_a_local_model() -> None:
         "openai:m", base_urls=["http://127.0.0.1:1/v1", "https://api.example.com/v1"], api_key=KEY
     )
     chosen = get_judge("openai:m", base_url="http://127.0.0.1:1/v1", api_key=KEY, timeout_s=5)
-    timeouts = [(j.timeout_s, j.default_timeout_s) for j in (local, named, remote, mixed, chosen)]  # type: ignore[attr-defined]
-    assert timeouts == [(900, 1800), (900, 1800), (60, 120), (60, 120), (5, 10)]
+    judges = [local, named, remote, mixed, chosen]
+    firsts = [j.pool.endpoints[0].pace.deadlines(1000) for j in judges]  # type: ignore[attr-defined]
+    assert [(d.first_token_s, d.idle_s, d.total_s) for d in firsts] == [
+        (900, 60, None),
+        (900, 60, None),
+        (60, 60, None),
+        (60, 60, None),
+        (5, 60, 5),
+    ]
+    assert [j.default_timeout_s for j in judges] == [None, None, None, None, 10]

@@ -189,9 +189,11 @@ class Judge(abc.ABC):
     context_window: int = 8192
     is_heuristic: bool = False
     """True for judges whose verdicts come from scores and thresholds, not from reading."""
-    default_timeout_s: float = 120.0
+    default_timeout_s: float | None = 120.0
     """How long one call may take when the caller sets no timeout (``HarnessSettings``). A model
-    on the local CPU needs far longer than an API, and on a busy machine longer still."""
+    on the local CPU needs far longer than an API, and on a busy machine longer still. None: no
+    total limit, the judge watches each call's progress (``openai:`` times the first token and
+    the gaps of a streamed reply)."""
     max_concurrency: int | None = None
     """Calls this judge instance may have in flight at once, over every job and request that
     uses it; None: the configured ``max_concurrency`` of the first run. An in-process model that

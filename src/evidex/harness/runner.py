@@ -455,10 +455,12 @@ class Harness:
                     f"circuit breaker open for {self.judge.judge_id} after "
                     f"{self.breaker.failures} consecutive failures"
                 )
+            # None: the judge watches each call's progress itself (a streamed reply)
             timeout = self.settings.timeout_s or self.judge.default_timeout_s
             started = time.perf_counter()
             try:
-                reply = await _within(timeout, self.judge.complete(request))
+                call = self.judge.complete(request)
+                reply = await (call if timeout is None else _within(timeout, call))
             except asyncio.TimeoutError as exc:
                 self.breaker.record_failure()
                 raise JudgeUnavailable(

@@ -17,8 +17,8 @@ __all__ = ["HarnessSettings"]
 @dataclass(frozen=True)
 class HarnessSettings:
     timeout_s: float | None = None
-    """Seconds one judge call may take; None: the judge's own ``default_timeout_s`` (120 s for
-    APIs, longer for models on the local CPU)."""
+    """Seconds one judge call may take; None: the judge's own ``default_timeout_s`` (120 s, 900 s
+    for ``local:qwen``; none for ``openai:``, which watches the progress of a streamed reply)."""
     max_concurrency: int = 4
     temperature: float = 0.2
     breaker_threshold: int = 5

@@ -246,7 +246,10 @@ class CascadeJudge(BorrowedWindow):
         self.cheap = cheap
         self.expensive = expensive
         self.context_window = expensive.context_window
-        self.default_timeout_s = max(cheap.default_timeout_s, expensive.default_timeout_s)
+        if cheap.default_timeout_s is None or expensive.default_timeout_s is None:
+            self.default_timeout_s = None  # a stage watches its calls' progress: no total
+        else:
+            self.default_timeout_s = max(cheap.default_timeout_s, expensive.default_timeout_s)
         if isinstance(band, str):
             band, band_source = Band.parse(band), band_source or "band option"
         if band is None:

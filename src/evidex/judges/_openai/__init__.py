@@ -3,12 +3,15 @@
 One backend serves OpenAI, Azure's v1 endpoint, vLLM, Ollama, the llama.cpp server and
 LM Studio: they differ by configuration (``base_url``/``base_urls``, ``api_key``), not by code.
 
-What lives here: :mod:`._judge` (the judge: options, identity, one call, error conversion),
-:mod:`._pool` (the endpoints of a pool: routing to the least busy one, a breaker, an adaptive
-in-flight limit and a cooldown each) and :mod:`._wire` (the request body, the structured-output
-modes, reading the reply, keeping credentials out of texts) and :mod:`._http` (sending it:
-an aiohttp session per endpoint and event loop). It may import the root modules of evidex,
-the standard library and aiohttp; the openai SDK is not used (:mod:`._http` says why).
+What lives here: :mod:`._judge` (the judge: identity, one call, error conversion),
+:mod:`._options` (its options), :mod:`._pool` (the endpoints of a pool: routing to the least
+busy one, a breaker, an adaptive in-flight limit and a cooldown each), :mod:`._pace` (each
+endpoint's measured replies and the deadlines of its next calls), :mod:`._wire` (the request
+body, the structured-output modes, reading the reply, streamed or not, keeping credentials out
+of texts), :mod:`._http` (sending it: an aiohttp session per endpoint and event loop) and
+:mod:`._stream` (watching a call's progress and reading server-sent events). It may import
+the root modules of evidex, the standard library and aiohttp; the openai SDK is not used
+(:mod:`._http` says why).
 
 Several endpoints (replicas of one model) form a pool: a call goes to the endpoint with the
 fewest outstanding calls whose breaker allows it; a transport fault, timeout, 429 or 5xx there
@@ -24,6 +27,10 @@ answers) is remembered for that endpoint, written to the audit log as a note, an
 goes out again with ``json_object`` carrying the schema, then bare ``json_object``, then the
 prompt alone (the harness's JSON extraction and validation then do the work). A refusal never
 becomes a fallback of the passages.
+
+Replies are streamed, and a call has no total time: it is given up when its first token is late
+or its reply stalls, both measured against the endpoint's recent replies (:mod:`._pace`), and
+its connection is closed so that the server can stop writing it.
 
 Errors are converted in one place (``OpenAIJudge._convert``): transport faults, timeouts,
 429 and 5xx become :class:`JudgeUnavailable` (retried by the harness, counted by the breaker);

@@ -29,13 +29,22 @@ average 4.5); our requests carry their own ``Authorization``, so netrc has nothi
 TLS trusts the system's store when ``SSL_CERT_FILE``/``SSL_CERT_DIR`` name one, else certifi's
 bundle where it is installed (as the SDK did), else the system's.
 
-Errors, all subclasses of :class:`HTTPFault`, mapped from aiohttp's in :meth:`Transport.post`
-alone: :class:`StatusError` (the server answered, not 2xx), :class:`TimedOut` (no complete
-answer within ``timeout_s``, connecting included), :class:`Unreachable` (no connection, or it
-broke). ``max_retries`` retries a connection that could not be opened, within the same
-``timeout_s``. A kept-alive connection the server closed while it was idle is noticed before
-reuse; a request the server dropped is not sent again here (a POST is not idempotent to
-aiohttp either): the pool sends it to another endpoint, or the harness retries it.
+A request may ask for a streamed reply (``"stream": true``): a server that streams answers
+``text/event-stream`` and its events are read as they come (:mod:`._stream`); one that does not
+answers one JSON body, read whole. Either way the call is watched by the deadlines it was sent
+with (:mod:`._pace`): the first event (or the whole body) and each gap between events, not one
+total time. A call given up (late, or cancelled by its caller) closes its connection, so a
+server that checks for it (llama-cpp-python's between two streamed tokens, vLLM's, OpenAI's)
+stops writing a reply nobody reads, and the next request does not queue behind it.
+
+Errors, all subclasses of :class:`HTTPFault`, mapped from aiohttp's in :meth:`Transport.send`
+alone: :class:`StatusError` (the server answered, not 2xx), :class:`TimedOut` (a deadline
+passed, connecting included), :class:`Unreachable` (no connection, or it broke; its subclass
+:class:`Interrupted`: a stream that ended before its reply did). ``max_retries`` retries a
+connection that could not be opened, under the same deadlines. A kept-alive connection the
+server closed while it was idle is noticed before reuse; a request the server dropped is not
+sent again here (a POST is not idempotent to aiohttp either): the pool sends it to another
+endpoint, or the harness retries it.
 """
 
 from __future__ import annotations
@@ -45,6 +54,7 @@ import contextlib
 import os
 import ssl
 from collections.abc import Mapping
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 import aiohttp
@@ -55,7 +65,17 @@ try:  # aiohttp's own reading of the proxy variables; not documented API, so it 
 except ImportError:  # pragma: no cover - depends on the aiohttp release
     get_env_proxy_for_url = None  # type: ignore[assignment]
 
-__all__ = ["HTTPFault", "StatusError", "TimedOut", "Transport", "Unreachable"]
+from evidex.judges._openai._stream import Watch, read_events
+
+__all__ = [
+    "Answer",
+    "HTTPFault",
+    "Interrupted",
+    "StatusError",
+    "TimedOut",
+    "Transport",
+    "Unreachable",
+]
 
 # aiohttp adds these unless told not to: compression is not asked for (small JSON bodies on a
 # fast link), and the judge's own headers name the rest
@@ -77,11 +97,32 @@ class StatusError(HTTPFault):
 
 
 class TimedOut(HTTPFault):
-    """No complete answer in time."""
+    """A deadline passed: no reply began in time, it stalled, or it did not end in time."""
 
 
 class Unreachable(HTTPFault):
     """No connection could be opened, or it broke before a complete answer."""
+
+
+class Interrupted(Unreachable):
+    """A streamed reply that ended (``data: [DONE]``) before the model finished it: no
+    ``finish_reason``. llama-cpp-python's server does this to a stream when another request
+    arrives (its ``interrupt_requests``, on by default)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A 2xx answer: a JSON body read whole, or the ``data:`` events of a stream."""
+
+    body: bytes = b""
+    events: tuple[bytes, ...] | None = None
+    """The events of a streamed reply (None: the server answered one JSON body)."""
+    done: bool = True
+    """The stream ended with ``data: [DONE]`` (else its connection closed first)."""
+
+
+_UNTIMED = aiohttp.ClientTimeout()
+"""aiohttp's own timeouts are off: the call's :class:`Watch` keeps its deadlines."""
 
 
 class _Session:
@@ -98,62 +139,69 @@ class _Session:
 class Transport:
     """One endpoint's sessions. Cheap to build: nothing is opened before the first call."""
 
-    def __init__(
-        self, url: str, *, headers: Mapping[str, str], timeout_s: float, max_retries: int
-    ) -> None:
+    def __init__(self, url: str, *, headers: Mapping[str, str], max_retries: int) -> None:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"not an http(s) URL: {url!r}")
         self._base = URL(url.rstrip("/"))
         self._tls = parts.scheme == "https"
         self._headers = dict(headers)
-        self._timeout_s = timeout_s
-        self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._max_retries = max_retries
         self._urls: dict[str, URL] = {}
         self._ssl: ssl.SSLContext | None = None
         self._sessions: dict[asyncio.AbstractEventLoop, _Session] = {}
         self._guards: dict[asyncio.AbstractEventLoop, asyncio.Task[None]] = {}
 
-    async def post(self, path: str, body: bytes) -> bytes:
-        """POST ``body`` (JSON) to the endpoint's ``path``: the body of a 2xx answer, else an
-        :class:`HTTPFault`."""
+    async def send(self, path: str, body: bytes, watch: Watch) -> Answer:
+        """POST ``body`` (JSON) to the endpoint's ``path`` under ``watch``'s deadlines: the
+        2xx answer, else an :class:`HTTPFault`."""
         loop = asyncio.get_running_loop()
         session = self._sessions.get(loop) or self._open(loop)
         url = self._urls.get(path)
         if url is None:
             url = self._urls[path] = URL(str(self._base) + path)
-        deadline = loop.time() + self._timeout_s
-        timeout = self._timeout
         failed_connects = 0
-        while True:
-            try:
-                async with session.client.post(
-                    url,
-                    data=body,
-                    timeout=timeout,
-                    allow_redirects=False,
-                    proxy=session.proxy,
-                    proxy_auth=session.proxy_auth,
-                ) as response:
-                    content = await response.read()
-                    if response.status >= 300:
-                        text = content.decode("utf-8", "replace")
-                        retry_after = response.headers.get("Retry-After")
-                        raise StatusError(response.status, text, retry_after)
-                    return content
-            except asyncio.TimeoutError:  # before OSError: on 3.11+ it is TimeoutError
-                raise TimedOut(f"no complete answer within {self._timeout_s:g}s") from None
-            except aiohttp.ClientConnectorError as exc:
-                if failed_connects == self._max_retries:
+        with watch:
+            while True:
+                try:
+                    return await self._once(session, url, body, watch)
+                except aiohttp.ClientConnectorError as exc:
+                    if failed_connects == self._max_retries:
+                        raise Unreachable(str(exc) or type(exc).__name__) from exc
+                    failed_connects += 1
+                except aiohttp.ClientError as exc:
                     raise Unreachable(str(exc) or type(exc).__name__) from exc
-                failed_connects += 1
-            except aiohttp.ClientError as exc:
-                raise Unreachable(str(exc) or type(exc).__name__) from exc
-            left = deadline - loop.time()
-            if left <= 0:
-                raise TimedOut(f"no complete answer within {self._timeout_s:g}s")
-            timeout = aiohttp.ClientTimeout(total=left)
+        raise TimedOut(watch.expired or "a deadline passed")  # the watch cancelled the call
+
+    async def _once(self, session: _Session, url: URL, body: bytes, watch: Watch) -> Answer:
+        response = await session.client.post(
+            url,
+            data=body,
+            timeout=_UNTIMED,
+            allow_redirects=False,
+            proxy=session.proxy,
+            proxy_auth=session.proxy_auth,
+        )
+        read = False
+        try:
+            if response.status >= 300:
+                content = await response.read()
+                read = True
+                text = content.decode("utf-8", "replace")
+                raise StatusError(response.status, text, response.headers.get("Retry-After"))
+            if response.content_type == "text/event-stream":
+                events, done = await read_events(response.content, watch)
+                read = done
+                return Answer(events=tuple(events), done=done)
+            content = await response.read()
+            read = True
+            watch.event()
+            return Answer(body=content)
+        finally:
+            if read:
+                response.release()
+            else:  # given up, or the stream broke: the server sees its client go
+                response.close()
 
     def _open(self, loop: asyncio.AbstractEventLoop) -> _Session:
         """The calling loop's session, opened now, with a guard that closes it when the loop
@@ -163,7 +211,7 @@ class Transport:
         client = aiohttp.ClientSession(
             connector=connector,
             headers=self._headers,
-            timeout=self._timeout,
+            timeout=_UNTIMED,
             cookie_jar=aiohttp.DummyCookieJar(),
             skip_auto_headers=_SKIPPED,
             # without the lookup below, aiohttp reads the environment on every request

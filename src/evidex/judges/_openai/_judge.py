@@ -5,29 +5,34 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import SecretStr
 
 from evidex.errors import ConfigError, EvidexError, JudgeError, JudgeUnavailable
 from evidex.judges._openai._http import (
     HTTPFault,
+    Interrupted,
     StatusError,
     TimedOut,
     Transport,
     Unreachable,
 )
+from evidex.judges._openai._options import OpenAIOptions
+from evidex.judges._openai._pace import LOCAL, REMOTE, Pace
 from evidex.judges._openai._pool import Endpoint, Pool
+from evidex.judges._openai._stream import Watch
 from evidex.judges._openai._wire import (
     FORMAT_WORDS,
     OPENAI_URL,
     PLACEHOLDER_KEY,
     Kind,
+    ParsedReply,
     body_of,
     choose_kind,
     ladder_of,
     on_this_machine,
-    parse_completion,
+    parse_answer,
     public_url,
     redact,
     resolve_api_key,
@@ -53,11 +58,6 @@ _REFUSAL_STATUSES = frozenset({400, 422, 500})
 _COOLDOWN_429_S = 1.0
 """How long an endpoint of a pool rests after a 429 that names no ``Retry-After``."""
 _MAX_COOLDOWN_S = 60.0
-REMOTE_TIMEOUT_S = 60.0
-"""Seconds one request to an API may take by default."""
-LOCAL_TIMEOUT_S = 900.0
-"""Seconds one request to a server on this machine may take by default: as ``local:qwen``, a
-model on the local CPU (llama.cpp, Ollama, LM Studio) needs minutes for a batch."""
 """The longest rest a ``Retry-After`` buys an endpoint (another endpoint may answer anyway)."""
 _PUBLIC_KIND: dict[str, str] = {
     "json_schema": "json_schema",
@@ -73,8 +73,6 @@ _SHOWN: dict[str, str] = {
     "none": "the prompt alone",
 }
 
-StructuredOutput = Literal["auto", "json_schema", "json_object", "none"]
-
 
 class OpenAIJudge(Judge):
     """A chat-completions judge for every job. Build it with ``get_judge("openai:MODEL")``.
@@ -87,70 +85,17 @@ class OpenAIJudge(Judge):
     placeholder key ``"not-needed"``, since local servers ignore it.
 
     Connections are kept alive between calls, one set per event loop (see :mod:`._http`).
+    Replies are streamed and each call is watched by its time to the first token and its idle
+    gaps, which follow the endpoint's measured replies (:mod:`._pace`); there is no total
+    deadline unless ``timeout_s`` sets one, so the harness sets none either.
     """
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier", "rerank", "classify", "audit"})
     reads_prompts: ClassVar[bool] = True
 
-    class Options(BaseModel):
-        """Options of ``openai:MODEL``; a misspelled one is a :class:`ConfigError`."""
+    Options = OpenAIOptions
 
-        model_config = ConfigDict(extra="forbid", frozen=True)
-
-        base_url: str | None = Field(
-            default=None, description="the server's API root, e.g. http://localhost:11434/v1"
-        )
-        base_urls: list[str] | None = Field(
-            default=None,
-            min_length=1,
-            description="several servers of the same model (replicas): one pool",
-        )
-        api_key: SecretStr | None = Field(default=None, description="default: OPENAI_API_KEY")
-        timeout_s: float | None = Field(
-            default=None,
-            gt=0,
-            description="per HTTP request; default 60 s, or 900 s when every server is on this "
-            "machine (a loopback address), where a model answers at CPU speed: minutes for a "
-            "batch of ten passages on two cores",
-        )
-        max_retries: int = Field(
-            default=0,
-            ge=0,
-            description="retries of a connection that could not be opened; 0 "
-            "because the harness retries",
-        )
-        structured_output: StructuredOutput = Field(
-            default="auto",
-            description="auto: negotiated per endpoint (json_schema, then json_object with the "
-            "schema, then prompt-only), each refusal remembered; json_schema and json_object: "
-            "insist (a refusal is a ConfigError); none: prompt-only",
-        )
-        context_window: int = Field(
-            default=8192, ge=1024, description="tokens the model accepts; sizes truncation"
-        )
-        headers: dict[str, str] = Field(
-            default_factory=dict, repr=False, description="extra HTTP headers (may hold secrets)"
-        )
-        endpoint_concurrency: int | None = Field(
-            default=None,
-            ge=1,
-            description="calls one endpoint may have in flight at most (adapted: halved on "
-            "429s and timeouts, grown back on successes); the judge's limit is then their sum. "
-            "Default: each endpoint may take the judge's whole limit",
-        )
-        endpoint_failures: int = Field(
-            default=3, ge=1, description="consecutive failures that drain an endpoint of a pool"
-        )
-        endpoint_cooldown_s: float = Field(
-            default=10.0, gt=0, description="how long a drained endpoint rests before a probe"
-        )
-        deployment: str | None = Field(
-            default=None,
-            description="a name for what serves the model (e.g. vllm-awq); enters the cache "
-            "key, where the endpoints' URLs do not",
-        )
-
-    def __init__(self, model: str, options: OpenAIJudge.Options | None = None) -> None:
+    def __init__(self, model: str, options: OpenAIOptions | None = None) -> None:
         if not model.strip():
             raise ConfigError("the openai judge needs a model: openai:MODEL")
         super().__init__(f"openai:{model}")
@@ -160,9 +105,11 @@ class OpenAIJudge(Judge):
         self.base_url = self.base_urls[0]
         self.context_window = self.options.context_window
         local = all(on_this_machine(u) for u in self.base_urls)
-        self.timeout_s = self.options.timeout_s or (LOCAL_TIMEOUT_S if local else REMOTE_TIMEOUT_S)
-        # the harness's own limit leaves room for one more endpoint of a pool after a timeout
-        self.default_timeout_s = 2 * self.timeout_s
+        self.limits = LOCAL if local else REMOTE
+        self.timeout_s = self.options.timeout_s
+        # a whole-call limit set by hand: the harness's leaves room for one more endpoint of a
+        # pool after a timeout; else the judge's own deadlines watch each call's progress
+        self.default_timeout_s = None if self.timeout_s is None else 2 * self.timeout_s
         self._api_key = SecretStr(resolve_api_key(self.options.api_key, self.base_urls))
         self._ladder = ladder_of(self.options.structured_output)
         self._reported_model: str | None = None
@@ -172,6 +119,7 @@ class OpenAIJudge(Judge):
             limit=per_endpoint,
             breaker_threshold=self.options.endpoint_failures,
             breaker_cooldown_s=self.options.endpoint_cooldown_s,
+            pace=self._pace,
         )
         self.pool.on_resize = self._follow_pool
         if per_endpoint is not None:
@@ -180,6 +128,15 @@ class OpenAIJudge(Judge):
         for name, value in self._headers().items():
             if any(c in name + value for c in "\r\n\0") or not name.strip():
                 raise ConfigError(f"the HTTP header {name[:40]!r} has a line break or no name")
+
+    def _pace(self) -> Pace:
+        o = self.options
+        return Pace(
+            self.limits,
+            first_token_s=o.first_token_timeout_s,
+            idle_s=o.idle_timeout_s,
+            total_s=o.timeout_s,
+        )
 
     @classmethod
     def from_spec(cls, spec: str, **options: Any) -> OpenAIJudge:
@@ -269,14 +226,19 @@ class OpenAIJudge(Judge):
         raise self._none_answered(failures)
 
     async def _on(self, endpoint: Endpoint, request: JudgeRequest) -> JudgeReply:
-        """The call on one endpoint, in the mode it takes; a refused mode is remembered and
-        the same call re-sent in the next one (the same attempt, never a fallback)."""
+        """The call on one endpoint, in the mode it takes, under the endpoint's deadlines; a
+        refused mode is remembered and the same call re-sent in the next one, and a streamed
+        reply the server interrupted for another request is re-sent once the endpoint takes
+        one call at a time (the same attempt, never a fallback)."""
         transport = self._transport(endpoint)
         notes: list[str] = []
         epoch = endpoint.epoch
-        await endpoint.limit.acquire()
+        held = False
         try:
             while True:
+                if not held:
+                    await endpoint.limit.acquire()
+                    held = True
                 kind = choose_kind(self._ladder, endpoint.refused, bool(request.schema))
                 if kind is None:  # another call saw the last allowed mode refused
                     raise ConfigError(f"{self._where(endpoint)} refuses every allowed mode")
@@ -289,16 +251,22 @@ class OpenAIJudge(Judge):
                         request.temperature,
                         kind,
                     )
+                body = body_of(self.model, request, kind, stream=self.options.stream)
+                watch = Watch(endpoint.pace.deadlines(len(body)), endpoint.pace)
                 try:
-                    content = await transport.post(
-                        "/chat/completions", body_of(self.model, request, kind)
-                    )
-                    parsed = parse_completion(content)
+                    parsed = parse_answer(await transport.send("/chat/completions", body, watch))
                 except StatusError as exc:
                     if kind != "none" and _is_refusal(exc):
                         notes.extend(self._refused(endpoint, kind, exc))
                         continue
                     raise self._failed(endpoint, exc, epoch) from exc
+                except Interrupted as exc:
+                    if not self.pool.serialise(endpoint):  # one at a time already
+                        raise self._failed(endpoint, exc, epoch) from exc
+                    notes.append(self._serialised(endpoint))
+                    endpoint.limit.release()  # and wait for the one slot it has now
+                    held = False
+                    continue
                 except (HTTPFault, ValueError) as exc:  # ValueError: not a completion
                     raise self._failed(endpoint, exc, epoch) from exc
                 break
@@ -306,21 +274,41 @@ class OpenAIJudge(Judge):
             self.pool.abandoned(endpoint)
             raise
         finally:
-            endpoint.limit.release()
+            if held:
+                endpoint.limit.release()
+        if watch.first_token_s is not None:
+            endpoint.pace.observe(watch.first_token_s, watch.longest_gap_s, len(body))
         self.pool.succeeded(endpoint)
+        return self._reply(parsed, request, endpoint, notes)
+
+    def _reply(
+        self, parsed: ParsedReply, request: JudgeRequest, endpoint: Endpoint, notes: list[str]
+    ) -> JudgeReply:
+        """The judge reply of a completion; a stream that reported no usage has its prompt
+        tokens estimated (:meth:`count_tokens`) and its completion tokens counted in chunks."""
         if parsed.finish_reason == "length":
             logger.info("%s: the reply hit max_tokens and is probably cut off", self.judge_id)
         self._reported_model = parsed.model or self.model
+        prompt_tokens = parsed.prompt_tokens
+        if not parsed.usage_reported:
+            prompt_tokens = sum(self.count_tokens(m.content) for m in request.messages)
         return JudgeReply(
             text=parsed.text,
-            usage=Usage(
-                prompt_tokens=parsed.prompt_tokens, completion_tokens=parsed.completion_tokens
-            ),
+            usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=parsed.completion_tokens),
             model_version=self._reported_model,
             endpoint=endpoint.public,
             notes=tuple(notes),
             truncated=parsed.finish_reason == "length",
         )
+
+    def _serialised(self, endpoint: Endpoint) -> str:
+        note = (
+            f"{self._where(endpoint)} ended a streamed reply early when another request "
+            "arrived (llama-cpp-python's interrupt_requests does); this endpoint gets one call "
+            "at a time from now on"
+        )
+        logger.warning("%s", note)
+        return note
 
     def _refused(self, endpoint: Endpoint, kind: Kind, exc: StatusError) -> list[str]:
         """Remember the refusal; raise when no allowed mode is left; a note the first time."""
@@ -394,10 +382,7 @@ class OpenAIJudge(Judge):
     def _transport(self, endpoint: Endpoint) -> Transport:
         if endpoint.transport is None:
             endpoint.transport = Transport(
-                endpoint.url,
-                headers=self._headers(),
-                timeout_s=self.timeout_s,
-                max_retries=self.options.max_retries,
+                endpoint.url, headers=self._headers(), max_retries=self.options.max_retries
             )
         return endpoint.transport
 
@@ -412,7 +397,7 @@ class OpenAIJudge(Judge):
         if isinstance(exc, ValueError):
             return self._malformed(endpoint)
         if isinstance(exc, TimedOut):
-            return JudgeUnavailable(f"{where} did not answer within {self.timeout_s:g}s")
+            return JudgeUnavailable(f"{where} {exc}")
         if isinstance(exc, Unreachable):
             cause = self._scrub(str(exc)) or type(exc).__name__
             return JudgeUnavailable(f"cannot reach {where}: {cause}")
@@ -460,7 +445,7 @@ class OpenAIJudge(Judge):
         ours = {
             "Authorization": f"Bearer {key}",
             "Content-Type": "application/json",
-            "Accept": "application/json",
+            "Accept": "application/json, text/event-stream",
             "User-Agent": "evidex",
         }
         given = {name.lower() for name in self.options.headers}

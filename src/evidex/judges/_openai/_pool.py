@@ -9,6 +9,11 @@ one with a free slot.
 Adaptive concurrency (AIMD, as TCP does it): a 429 or a timeout halves the endpoint's limit,
 once per round of calls (a call that started before the last cut does not cut again), and a
 full round of successes (as many as the limit) adds one back, up to the endpoint's maximum.
+A server seen to interrupt one streamed reply for another request (:meth:`Pool.serialise`)
+answers one call at a time: its maximum becomes 1.
+
+Each endpoint also keeps its :class:`~._pace.Pace`: its measured replies and the deadlines of
+its next calls.
 
 With one endpoint there is nowhere else to send a call: the judge's own breaker and the
 harness's ``Retry-After`` wait do that job, so the endpoint's breaker and cooldown are not
@@ -22,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from evidex.judges._openai._pace import Pace
 from evidex.judges._openai._wire import public_url
 from evidex.limits import CircuitBreaker, InFlightLimit
 
@@ -45,6 +51,7 @@ class Endpoint:
         breaker_threshold: int,
         breaker_cooldown_s: float,
         clock: Callable[[], float],
+        pace: Pace,
     ) -> None:
         self.url = url
         self.public = public_url(url)
@@ -63,6 +70,10 @@ class Endpoint:
         self.failed = 0
         self._successes = 0
         self.transport: Transport | None = None
+        self.pace = pace
+        self.serial = False
+        """The server interrupts a streamed reply when another request arrives: one call at a
+        time."""
 
     def state(self) -> dict[str, Any]:
         """A snapshot for tests, logs and benchmarks (no credentials)."""
@@ -75,6 +86,8 @@ class Endpoint:
             "answered": self.answered,
             "failed": self.failed,
             "refused": sorted(self.refused),
+            "serial": self.serial,
+            "pace": self.pace.state(),
         }
 
 
@@ -88,8 +101,10 @@ class Pool:
         limit: int | None,
         breaker_threshold: int,
         breaker_cooldown_s: float,
+        pace: Callable[[], Pace],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``pace``: makes each endpoint's :class:`Pace`."""
         self.clock = clock
         self.sized = limit is not None
         self.endpoints = tuple(
@@ -99,6 +114,7 @@ class Pool:
                 breaker_threshold=breaker_threshold,
                 breaker_cooldown_s=breaker_cooldown_s,
                 clock=self._now,
+                pace=pace(),
             )
             for url in urls
         )
@@ -120,8 +136,9 @@ class Pool:
                 return
             self.sized = True
             for e in self.endpoints:
-                e.max_limit = limit
-                e.limit.resize(limit)
+                if not e.serial:
+                    e.max_limit = limit
+                    e.limit.resize(limit)
 
     # ------------------------------------------------------------------ routing
 
@@ -215,6 +232,17 @@ class Pool:
         with self._lock:
             if endpoint.breaker.state == "half-open":
                 endpoint.breaker.record_failure()
+
+    def serialise(self, endpoint: Endpoint) -> bool:
+        """Send ``endpoint`` one call at a time from now on; True the first time."""
+        with self._lock:
+            if endpoint.serial:
+                return False
+            endpoint.serial = True
+            endpoint.max_limit = 1
+            endpoint.limit.resize(1)
+            self._resized()
+            return True
 
     def refuse(self, endpoint: Endpoint, kind: str) -> bool:
         """Remember that ``endpoint`` refused a structured-output mode; True the first time."""

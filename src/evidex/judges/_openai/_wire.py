@@ -3,7 +3,8 @@ helpers that keep credentials out of every text (URLs, server error messages, ex
 
 The body is serialised once per call, straight from our plain messages, and the reply is read
 from its JSON with only the fields a judge reply needs: no request or response models are
-built (:mod:`._http` says why the SDK is not used).
+built (:mod:`._http` says why the SDK is not used). A streamed reply is put together from its
+chunks (:func:`parse_stream`) into the same :class:`ParsedReply`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import SecretStr
 from evidex._text import read_json, wire_json
 from evidex.config import load_settings
 from evidex.errors import ConfigError
+from evidex.judges._openai._http import Answer, Interrupted, StatusError, Unreachable
 from evidex.judging import JudgeRequest
 
 __all__ = [
@@ -35,7 +37,9 @@ __all__ = [
     "choose_kind",
     "ladder_of",
     "on_this_machine",
+    "parse_answer",
     "parse_completion",
+    "parse_stream",
     "public_url",
     "redact",
     "resolve_api_key",
@@ -102,8 +106,10 @@ def _schema_name(step: str) -> str:
     return re.sub(r"[^A-Za-z0-9_-]", "_", step)[:50] + "_reply"
 
 
-def body_of(model: str, request: JudgeRequest, kind: Kind) -> bytes:
-    """The chat-completions body as JSON bytes, serialised once."""
+def body_of(model: str, request: JudgeRequest, kind: Kind, *, stream: bool = False) -> bytes:
+    """The chat-completions body as JSON bytes, serialised once. ``stream``: ask for the reply
+    as server-sent events, the usage in its last chunk (``stream_options``, which servers that
+    do not know it ignore)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": [{"role": m.role, "content": m.content} for m in request.messages],
@@ -113,13 +119,23 @@ def body_of(model: str, request: JudgeRequest, kind: Kind) -> bytes:
     fmt = response_format(kind, request)
     if fmt is not None:
         body["response_format"] = fmt
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
     return wire_json(body)
 
 
 class ParsedReply:
     """The parts of a chat completion that a judge reply needs."""
 
-    __slots__ = ("completion_tokens", "finish_reason", "model", "prompt_tokens", "text")
+    __slots__ = (
+        "completion_tokens",
+        "finish_reason",
+        "model",
+        "prompt_tokens",
+        "text",
+        "usage_reported",
+    )
 
     def __init__(self, data: Any) -> None:
         """Raise ``ValueError`` when ``data`` is not a chat completion."""
@@ -135,11 +151,73 @@ class ParsedReply:
         except (KeyError, IndexError, TypeError, AttributeError) as exc:
             raise ValueError("not a chat completion") from exc
         self.model = str(model) if model else ""
+        self.usage_reported = bool(usage)
 
 
 def parse_completion(content: bytes) -> ParsedReply:
     """Read a chat completion from the response body; ``ValueError`` if it is not one."""
     return ParsedReply(read_json(content))
+
+
+def parse_answer(answer: Answer) -> ParsedReply:
+    """The reply of an answer, streamed or not (see :func:`parse_stream`)."""
+    if answer.events is None:
+        return parse_completion(answer.body)
+    return parse_stream(answer.events, done=answer.done)
+
+
+def parse_stream(events: Sequence[bytes], *, done: bool) -> ParsedReply:
+    """A streamed chat completion put together: the content (or refusal) deltas of the first
+    choice joined, its last ``finish_reason``, the model, and the usage of the chunk that
+    carries it; a server that sends none (llama-cpp-python) has its completion tokens counted
+    as the chunks that carried text, one token each on the llama.cpp servers, and
+    :attr:`ParsedReply.usage_reported` False.
+
+    ``ValueError``: the events are not chat-completion chunks. :class:`StatusError`: the server
+    sent an error event (its ``error.code`` as the status when it is one, else 500).
+    :class:`Interrupted`: the stream ended with no ``finish_reason``; :class:`Unreachable` when
+    it did not even end with ``[DONE]``."""
+    chunks = read_json(b"[" + b",".join(events) + b"]")
+    if not isinstance(chunks, list):
+        raise ValueError("not a stream of chat-completion chunks")
+    parts: list[str] = []
+    finish: str | None = None
+    usage: Mapping[str, Any] = {}
+    model = ""
+    counted = 0
+    try:
+        for chunk in chunks:
+            if "error" in chunk:
+                error = chunk["error"]
+                code = error.get("code") if isinstance(error, Mapping) else None
+                status = code if isinstance(code, int) and 400 <= code < 600 else 500
+                raise StatusError(status, wire_json(chunk).decode("utf-8"), None)
+            model = str(chunk.get("model") or model)
+            usage = chunk.get("usage") or usage
+            for choice in chunk.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta") or {}
+                text = delta.get("content") or delta.get("refusal")
+                if text:
+                    parts.append(str(text))
+                    counted += 1
+                finish = choice.get("finish_reason") or finish
+    except (TypeError, AttributeError) as exc:
+        raise ValueError("not a stream of chat-completion chunks") from exc
+    if finish is None:
+        if done:
+            raise Interrupted("the server ended the stream before the reply was finished")
+        raise Unreachable("the connection closed before the reply was finished")
+    parsed = ParsedReply(
+        {
+            "model": model,
+            "choices": [{"message": {"content": "".join(parts)}, "finish_reason": finish}],
+            "usage": usage or {"completion_tokens": counted},
+        }
+    )
+    parsed.usage_reported = bool(usage)
+    return parsed
 
 
 # ---------------------------------------------------------------------- credentials
