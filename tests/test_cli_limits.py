@@ -10,6 +10,7 @@ import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -116,6 +117,123 @@ def test_a_text_longer_than_the_services_limit_is_read_and_fitted_to_the_judge(
         "scripted",
     )
     assert f"at most {MAX_TEXT_CHARS} characters" not in err
+
+
+# --------------------------------------------------------------------------- --max-text-chars
+
+JOB_COMMANDS = [
+    ["tier"],
+    ["rerank"],
+    ["classify"],
+    ["audit"],
+    ["sufficiency"],
+    *(["bulk", job] for job in ("tier", "rerank", "classify", "audit", "sufficiency")),
+]
+
+
+@pytest.mark.parametrize("command", JOB_COMMANDS, ids=" ".join)
+def test_every_job_command_has_the_max_text_chars_flag(command: list[str]) -> None:
+    import typer.main
+
+    from evidex.cli import _register, app
+
+    _register()
+    found: Any = typer.main.get_command(app)
+    for name in command:
+        found = found.commands[name]
+    [flag] = [p for p in found.params if "--max-text-chars" in p.opts]
+    assert flag.default is None and "Default: any length" in (flag.help or "")
+
+
+def _long_inputs(tmp_path: Path) -> dict[str, list[str]]:
+    """Each job command on input whose one long text (80 characters) is a passage's."""
+    long = "Vitamin D is made in the skin when sunlight reaches it, then stored in fat. " * 1
+    assert len(long) > 60
+    passages = write_jsonl(
+        tmp_path / "p.jsonl",
+        [{"passage_id": "a", "text": "Short."}, {"passage_id": "b", "text": long}],
+    )
+    labels = tmp_path / "labels.yaml"
+    labels.write_text("- label: a\n  description: the first\n- label: b\n  description: two\n")
+    p = ["-p", str(passages)]
+    return {
+        "tier": ["tier", "-q", "q", *p],
+        "rerank": ["rerank", "-q", "q", *p],
+        "classify": ["classify", "--input", "hi", *p, "--labels", str(labels)],
+        "audit": ["audit", "--answer", "Vitamin D is made in skin.", *p],
+        "sufficiency": ["sufficiency", "-q", "q", *p],
+    }
+
+
+def test_max_text_chars_refuses_a_longer_text_naming_the_field_and_the_flag(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    built = scripted()
+    for job, argv in _long_inputs(tmp_path).items():
+        code, out, err = run(capsys, *argv, "-j", "scripted", "--max-text-chars", "60")
+        assert (code, out) == (2, ""), (job, err)
+        said = squash(err)
+        assert squash("passages.1.text: at most 60 characters (got 76)") in said, (job, err)
+        assert squash("raise --max-text-chars") in said, (job, err)
+    assert all(j.requests == [] for j in built)  # refused before any judge call
+
+
+def test_a_bulk_line_over_max_text_chars_is_a_bad_line_naming_the_flag(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    scripted(tier_reply)
+    tasks = write_jsonl(
+        tmp_path / "in.jsonl",
+        [
+            {"id": 1, "query": "q", "passages": [{"passage_id": "a", "text": "Short."}]},
+            {"id": 2, "query": "q", "passages": [{"passage_id": "a", "text": "x" * 61}]},
+        ],
+    )
+    out = tmp_path / "out.jsonl"
+    argv = ["bulk", "tier", "-i", str(tasks), "-o", str(out), "-j", "scripted"]
+    code, _, err = run(capsys, *argv, "--max-text-chars", "60")
+    assert code == 0, err
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [1]
+    [bad] = [json.loads(line) for line in (tmp_path / "out.errors.jsonl").read_text().splitlines()]
+    assert bad["id"] == 2 and "at most 60 characters (got 61)" in bad["error"]
+    assert bad["kind"] == "refused" and "--max-text-chars" in bad["error"]
+
+
+def test_without_the_flag_every_job_command_fits_the_long_text_to_the_judge(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    scripted: Callable[..., list[ScriptedJudge]],
+) -> None:
+    """A text longer than the judge reads is cut to its window, with a ``truncated`` event, by
+    every job command, as by the library; the limit is the user's choice, not a default."""
+    built = scripted()
+    long = "Vitamin D is made in the skin. " * 2000  # some 15,000 tokens, over the window
+    passages = write_jsonl(tmp_path / "long.jsonl", [{"passage_id": "a", "text": long}])
+    for argv in _long_inputs(tmp_path).values():
+        argv = [passages.as_posix() if a.endswith("p.jsonl") else a for a in argv]
+        code, out, err = run(capsys, *argv, "-j", "scripted")
+        assert code == 0, (argv, err)
+        assert '"kind": "truncated"' in out, argv
+    assert all(j.requests for j in built) and len(built) == 5
+
+
+def test_the_library_takes_the_same_limits() -> None:
+    import evidex
+    from evidex.errors import InputError
+    from evidex.preflight import InputLimits
+
+    with pytest.raises(InputError, match=r"passages\.0: at most 5 characters \(got 6\)"):
+        evidex.tier("q", ["sixsix"], limits=InputLimits(max_text_chars=5), judge="scripted")
+    with pytest.raises(InputError, match=r"item 1: query: at most 5 characters"):
+        evidex.tier_many(
+            [{"query": "q", "passages": ["a"]}, {"query": "longer", "passages": ["a"]}],
+            limits=InputLimits(max_text_chars=5),
+            judge="scripted",
+        )
 
 
 # --------------------------------------------------------------------------- one JSON shape

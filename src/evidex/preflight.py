@@ -14,23 +14,24 @@ gives the jobs the flagged ids, and the flagged stretches are cut out of what th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from evidex._neutralise import shown
 from evidex._screening import SUSPECTED_INJECTION, Suspicion, screen, suspected
 from evidex._text import normalize_ws
 from evidex.errors import InputError
-from evidex.types import Event, Passage, PassageLike, check_text
+from evidex.types import Event, Passage, PassageLike, check_text, lone_surrogate
 
 __all__ = [
     "MAX_PASSAGES",
     "MAX_TEXT_CHARS",
     "SUSPECTED_INJECTION",
     "InputLimits",
+    "LimitProblem",
     "Prepared",
     "Suspicion",
     "coerce_passages",
@@ -52,25 +53,89 @@ MAX_TEXT_CHARS = 100_000
 tokens, more than any judge's window, so nothing a judge could read is refused."""
 
 
+Location = tuple[str | int, ...]
+"""Where a problem is in a value: field names and list positions (``passages``, 3, ``text``)."""
+
+
+@dataclass(frozen=True)
+class LimitProblem:
+    """One part of a value over :class:`InputLimits`, or text that is not valid Unicode."""
+
+    loc: Location
+    msg: str
+    kind: str
+    """``too_long`` (a list), ``string_too_long`` or ``string_unicode``, as a 422 names them."""
+
+    def where(self) -> str:
+        return ".".join(str(part) for part in self.loc) or "input"
+
+
 @dataclass(frozen=True)
 class InputLimits:
     """How much one request may carry. The library takes any size (preflight truncates to the
-    judge's window), and so does the CLI, which reads the user's own files; the service holds
-    every request to these, so one caller cannot tie up a shared worker with a body of millions
-    of characters."""
+    judge's window), and so does the CLI, which reads the user's own files, unless its
+    ``--max-text-chars`` sets a limit; the service holds every request to these, so one
+    caller cannot tie up a shared worker with a body of millions of characters. A job call
+    takes them as its ``limits=`` keyword."""
 
-    max_passages: int = MAX_PASSAGES
-    max_text_chars: int = MAX_TEXT_CHARS
+    max_passages: int | None = MAX_PASSAGES
+    """Passages one request may carry; None: any number."""
+    max_text_chars: int | None = MAX_TEXT_CHARS
+    """Characters one text may have; None: any length (fitted to the judge's window)."""
+    lift: str | None = None
+    """How the caller may lift a limit, said in every refusal (the CLI names its flag)."""
 
     def passages_problem(self, count: int) -> str | None:
         """What is wrong with ``count`` passages in one request, or None."""
-        return f"at most {self.max_passages} passages" if count > self.max_passages else None
+        if self.max_passages is None or count <= self.max_passages:
+            return None
+        return self._lifted(f"at most {self.max_passages} passages")
 
     def text_problem(self, text: str) -> str | None:
         """What is wrong with the length of ``text``, or None."""
-        if len(text) > self.max_text_chars:
-            return f"at most {self.max_text_chars} characters (got {len(text)})"
-        return None
+        if self.max_text_chars is None or len(text) <= self.max_text_chars:
+            return None
+        return self._lifted(f"at most {self.max_text_chars} characters (got {len(text)})")
+
+    def _lifted(self, problem: str) -> str:
+        return f"{problem}; {self.lift}" if self.lift else problem
+
+    def problems(self, value: Any, loc: Location = ()) -> Iterator[LimitProblem]:
+        """Every part of ``value`` (a model, a mapping, a list, a text) over these limits or
+        holding a lone surrogate, in order: every string (mapping keys included) and every
+        ``passages`` list. The one walk the service and the job calls make."""
+        if isinstance(value, str):
+            yield from self._text(value, loc)
+        elif isinstance(value, BaseModel):
+            for name in type(value).model_fields:
+                yield from self.problems(getattr(value, name), (*loc, name))
+        elif isinstance(value, Mapping):
+            for key, item in value.items():
+                if isinstance(key, str):
+                    yield from self._text(key, loc, what="key")
+                yield from self.problems(item, (*loc, key))
+        elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
+            if loc and loc[-1] == "passages" and (problem := self.passages_problem(len(value))):
+                yield LimitProblem(loc, problem, "too_long")
+                return
+            for index, item in enumerate(value):
+                yield from self.problems(item, (*loc, index))
+
+    def _text(self, text: str, loc: Location, what: str = "text") -> Iterator[LimitProblem]:
+        position = lone_surrogate(text)
+        if position is not None:
+            msg = (
+                f"the {what} holds a lone surrogate (U+{ord(text[position]):04X}) at character "
+                f"{position}: not valid Unicode"
+            )
+            yield LimitProblem(loc, msg, "string_unicode")
+        elif problem := self.text_problem(text):
+            yield LimitProblem(loc, problem, "string_too_long")
+
+    def check(self, value: Any, where: str | None = None) -> None:
+        """Raise :class:`InputError` naming the first part of ``value`` over the limits."""
+        for problem in self.problems(value):
+            raise InputError(f"{problem.where()}: {problem.msg}", where=where)
 
 
 def require_text(value: object, what: str, *, where: str | None = None) -> str:

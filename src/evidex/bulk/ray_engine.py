@@ -44,6 +44,7 @@ from evidex.errors import ConfigError, MissingExtraError, RunError
 from evidex.harness.fanout import bounded_map
 from evidex.harness.settings import HarnessSettings
 from evidex.jobs import resolve_judge, resolve_store
+from evidex.preflight import InputLimits
 
 __all__ = ["DEFAULT_WINDOW", "Grader", "RaySetup", "run_ray"]
 
@@ -67,6 +68,7 @@ class RaySetup:
     judge_options: Mapping[str, Any] = field(default_factory=dict)
     settings: HarnessSettings = field(default_factory=HarnessSettings)
     concurrency: int = 4
+    limits: InputLimits | None = None
 
 
 class Grader:
@@ -84,6 +86,7 @@ class Grader:
             "judge": self.judge,
             "store": self.store,
             "settings": setup.settings,
+            "limits": setup.limits,
         }
 
     def __call__(self, batch: Mapping[str, Any]) -> dict[str, list[Any]]:
@@ -181,6 +184,7 @@ async def run_ray(
         judge_options=dict(judge_options or {}),
         settings=run.get("settings") or HarnessSettings(),
         concurrency=concurrency,
+        limits=run.get("limits"),
     )
     ray = import_ray()
     started = connect(ray, address, workers)

@@ -29,6 +29,7 @@ from evidex.harness.ports import StorePort
 from evidex.harness.settings import HarnessSettings
 from evidex.jobs import resolve_judge, resolve_store, sync_of
 from evidex.judging import Judge
+from evidex.preflight import InputLimits
 
 __all__ = ["ENGINES", "Engine", "arun_bulk", "default_errors_path", "run_bulk"]
 
@@ -65,6 +66,7 @@ async def arun_bulk(
     hooks: Hooks | None = None,
     on_progress: BulkProgress | None = None,
     sync_interval: float = 1.0,
+    limits: InputLimits | None = None,
     **options: Any,
 ) -> BulkStats:
     """Run ``job`` over every task of ``input`` (JSONL, one task a line), appending one result
@@ -77,7 +79,8 @@ async def arun_bulk(
     judge's in-flight limit, unless the judge has its own); default: the configured one.
     ``options``: the job's own options (``risk``, ``batch_size`` ...); classify's taxonomy
     is its ``labels`` option (``taxonomy=`` says the same). ``judge``, ``store``,
-    ``settings``, ``hooks``: as for every job.
+    ``settings``, ``hooks``, ``limits``: as for every job (a task over ``limits`` is a bad
+    line, in the errors file).
     ``engine_options``: the engine's own keywords (ray: ``address``, ``workers``,
     ``judge_options``; see :func:`~evidex.bulk.ray_engine.run_ray`).
     """
@@ -118,6 +121,8 @@ async def arun_bulk(
         run: dict[str, Any] = {"judge": the_judge, "store": the_store, "settings": settings}
         if hooks is not None:
             run["hooks"] = hooks
+        if limits is not None:
+            run["limits"] = limits
         if on_progress is not None:
             on_progress(stats)
         feed = TaskFeed(in_path, scanned.done)

@@ -38,6 +38,7 @@ from evidex.cli._options import (
     DbOpt,
     JudgeOpt,
     JudgeOptionOpt,
+    MaxTextCharsOpt,
     OutputOpt,
     VerboseOpt,
     unset_option,
@@ -45,6 +46,7 @@ from evidex.cli._options import (
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.judging import Judge
+from evidex.preflight import InputLimits
 from evidex.store import SqlStore, open_store
 from evidex.types import Passage
 
@@ -81,6 +83,7 @@ class RunFlags:
     db: str | None = None
     output: Path | None = None
     verbose: bool = False
+    max_text_chars: int | None = None
 
     def job_judge(self, job: str) -> AbstractContextManager[Judge]:
         """The judge of ``job`` from ``--judge``, ``--base-url`` and ``--judge-option``."""
@@ -88,10 +91,23 @@ class RunFlags:
 
     @contextmanager
     def job(self, job: str) -> Iterator[dict[str, Any]]:
-        """The ``judge``, ``store`` and ``hooks`` keywords of a job call, for the duration of
-        the command: the judge of ``job``, the ``--db`` store and :func:`echo_hooks`."""
+        """The run keywords of a job call, for the duration of the command: the judge of
+        ``job``, the ``--db`` store, :func:`echo_hooks` and, with ``--max-text-chars``, the
+        ``limits`` that refuse a longer text (without it, any length is fitted to the judge)."""
         with self.job_judge(job) as judge, open_db(self.db) as store:
-            yield {"judge": judge, "store": store, "hooks": echo_hooks()}
+            run: dict[str, Any] = {"judge": judge, "store": store, "hooks": echo_hooks()}
+            if self.max_text_chars is not None:
+                run["limits"] = InputLimits(
+                    max_passages=None, max_text_chars=self.max_text_chars, lift=LIFT
+                )
+            yield run
+
+
+LIFT = (
+    "raise --max-text-chars, or leave it out to have a long text cut to what the judge reads "
+    "(a 'truncated' event)"
+)
+"""How a refusal of ``--max-text-chars`` says to lift it."""
 
 
 _RUN_FLAGS: dict[str, tuple[Any, Any]] = {
@@ -101,6 +117,7 @@ _RUN_FLAGS: dict[str, tuple[Any, Any]] = {
     "db": (DbOpt, None),
     "output": (OutputOpt, None),
     "verbose": (VerboseOpt, False),
+    "max_text_chars": (MaxTextCharsOpt, None),
 }
 
 R = TypeVar("R")

@@ -23,6 +23,7 @@ __all__ = [
     "DbOpt",
     "JudgeOpt",
     "JudgeOptionOpt",
+    "MaxTextCharsOpt",
     "ModeOpt",
     "OnContradiction",
     "OnContradictionOpt",
@@ -118,7 +119,9 @@ JudgeOpt = Annotated[
         metavar="SPEC",
         help="Judge spec: openai:MODEL (any OpenAI-compatible API), local:minilm, local:qwen. "
         "Default: the job's configured judge (`EVIDEX_JUDGE_<JOB>`, [judges] in the config "
-        "file), else local:minilm for tier and rerank, local:qwen for classify and audit.",
+        "file), else local:minilm for tier and rerank, local:qwen for the others (in "
+        "mode=score, where it measures best; --judge-option mode=generate has it write its "
+        "replies).",
     ),
 ]
 JudgeOptionOpt = Annotated[
@@ -181,6 +184,17 @@ OutputOpt = Annotated[
         dir_okay=False,
         callback=writable_output,
         help="Write the JSON result to FILE instead of stdout.",
+    ),
+]
+MaxTextCharsOpt = Annotated[
+    int | None,
+    unset_option(
+        "--max-text-chars",
+        metavar="N",
+        min=1,
+        help="Refuse a text (query, passage, answer, input) longer than N characters, before "
+        "any judge call. Default: any length; a text longer than the judge reads is cut to its "
+        "window, with a 'truncated' event in the result.",
     ),
 ]
 VerboseOpt = Annotated[

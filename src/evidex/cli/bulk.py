@@ -33,7 +33,7 @@ from evidex.bulk.stream import open_input
 from evidex.bulk.tasks import line_format
 from evidex.cli._app import app, err_console
 from evidex.cli._derive import job_flags
-from evidex.cli._io import RunFlags, echo_hooks, open_db, option_group, run_flags
+from evidex.cli._io import RunFlags, option_group, run_flags
 from evidex.cli._judge import endpoint_options
 from evidex.cli._judge import judge_options as cli_judge_options
 from evidex.cli._options import unset_option
@@ -184,11 +184,7 @@ def _run(job: str, flags: RunFlags, bulk: BulkFlags, **options: Any) -> None:
         }
     elif bulk.ray_address is not None or bulk.ray_workers is not None:
         raise ConfigError("--ray-address and --ray-workers go with --engine ray")
-    with (
-        flags.job_judge(job) as judge,
-        open_db(flags.db) as store,
-        bulk_progress(f"bulk {job}") as on_progress,
-    ):
+    with flags.job(job) as run, bulk_progress(f"bulk {job}") as on_progress:
         stats = run_bulk(
             job,
             bulk.input,
@@ -197,10 +193,8 @@ def _run(job: str, flags: RunFlags, bulk: BulkFlags, **options: Any) -> None:
             concurrency=bulk.concurrency,
             engine=bulk.engine.value,
             engine_options=engine_options,
-            judge=judge,
-            store=store,
-            hooks=echo_hooks(),
             on_progress=on_progress,
+            **run,
             **options,
         )
     _tell(job, stats)
@@ -272,7 +266,7 @@ def _bulk_command(job: JobDefinition[Any, Any, Any]) -> Callable[..., None]:
     )
     command.__name__ = f"bulk_{job.name}"
     command.__annotations__ = {"flags": RunFlags, "bulk": BulkFlags, "options": job.options}
-    decorated = run_flags("judge", "base_url", "judge_option", "db", "verbose")(
+    decorated = run_flags("judge", "base_url", "judge_option", "db", "verbose", "max_text_chars")(
         bulk_flags(job_flags(job)(command))
     )
     return decorated

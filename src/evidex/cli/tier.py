@@ -9,12 +9,11 @@ from typing import Annotated
 
 from evidex.cli._app import app, err_console, write_json
 from evidex.cli._derive import job_flags
-from evidex.cli._io import RunFlags, echo_hooks, open_db, progress, read_passages, run_flags
+from evidex.cli._io import RunFlags, progress, read_passages, run_flags
 from evidex.cli._options import PromptOpt, passages_option, query_option
 from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
 from evidex.jobs.tier import DEFINITION, ContextChoice, TierOptionsModel, TierResult, tier
-from evidex.store import SqlStore
 from evidex.types import Passage
 
 __all__ = ["run_tier", "tier_command"]
@@ -25,25 +24,17 @@ def run_tier(
     passages: Sequence[Passage],
     options: TierOptionsModel,
     *,
-    store: SqlStore,
     flags: RunFlags,
     prompt: Path | None = None,
 ) -> TierResult:
     """Run the tier job for a command: build the judge, show progress, close the judge after."""
     size = options.batch_size
     with (
-        flags.job_judge("tier") as judge,
+        flags.job("tier") as run,
         progress(math.ceil(len(passages) / size), "tier batches") as on_progress,
     ):
         return tier(
-            query,
-            passages,
-            **options.values(),
-            judge=judge,
-            store=store,
-            hooks=echo_hooks(),
-            on_progress=on_progress,
-            prompt=prompt,
+            query, passages, **options.values(), **run, on_progress=on_progress, prompt=prompt
         )
 
 
@@ -91,8 +82,7 @@ def tier_command(
     if extras.budget is not None and extras.policy is None:
         raise ConfigError("--budget is the context budget of --policy; give --policy too")
     items = read_passages(passages)
-    with open_db(flags.db) as store:
-        result = run_tier(query, items, options, store=store, flags=flags, prompt=prompt)
+    result = run_tier(query, items, options, flags=flags, prompt=prompt)
     write_json(DEFINITION.respond(result, extras), flags.output)
     report_fallbacks(result)
     report_spend([result])

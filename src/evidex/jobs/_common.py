@@ -28,7 +28,13 @@ from evidex.harness.ports import StorePort
 from evidex.harness.runner import Harness, HarnessSettings
 from evidex.jobs._fields import Wire
 from evidex.judging import Judge
-from evidex.preflight import Prepared, coerce_passages, prepare_passages, require_text
+from evidex.preflight import (
+    InputLimits,
+    Prepared,
+    coerce_passages,
+    prepare_passages,
+    require_text,
+)
 from evidex.tasks.base import PromptTemplate, StepRequest
 from evidex.tasks.custom import BUILTIN_PROMPT, Prompt, custom_template
 from evidex.types import Passage, RiskLevel
@@ -124,6 +130,10 @@ class RunOptions(TypedDict, total=False):
     file (default: the ``prompts`` setting of the job, else the built-in prompt;
     ``BUILTIN_PROMPT``: the built-in one, the settings unread); unlike the
     others it is part of the job's spec, since it changes what the judge is asked.
+    ``limits``: how much one input may carry (:class:`~evidex.preflight.InputLimits`: a text
+    over ``max_text_chars``, more than ``max_passages`` passages), refused with an
+    :class:`~evidex.errors.InputError` naming the field before any judge call; None (the
+    default): any size, each text fitted to the judge's window with a ``truncated`` event.
     """
 
     judge: Judge | str | None
@@ -132,6 +142,7 @@ class RunOptions(TypedDict, total=False):
     hooks: Hooks | None
     on_progress: Progress | None
     prompt: Prompt | str | Path | None
+    limits: InputLimits | None
 
 
 RUN_KEYS = frozenset(RunOptions.__annotations__) - {"prompt"}

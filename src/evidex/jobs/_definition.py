@@ -40,6 +40,7 @@ from evidex.jobs._documents import Documents
 from evidex.jobs._evaluation import Evaluation
 from evidex.jobs._fields import Flag, Wire, field_flag, field_wire
 from evidex.jobs._review import GENERIC, ReviewKind
+from evidex.preflight import InputLimits
 from evidex.types import RiskLevel
 
 if TYPE_CHECKING:
@@ -217,23 +218,33 @@ class JobDefinition(Generic[In, Opt, R]):
                 harness = harness.for_judge(wrapped)
         return harness, spec
 
-    def inputs(self, items: Iterable[In | Mapping[str, Any]]) -> list[In]:
-        """One call's items, validated (see :attr:`items`)."""
-        if self.items is not None:
-            return self.items(items)
-        return [self.parse_input(item, index) for index, item in enumerate(items)]
+    def inputs(
+        self, items: Iterable[In | Mapping[str, Any]], limits: InputLimits | None = None
+    ) -> list[In]:
+        """One call's items, validated (see :attr:`items`) and, with ``limits``, held to them
+        (the first item over them is an :class:`InputError` naming it and the field)."""
+        checked = (
+            self.items(items)
+            if self.items is not None
+            else [self.parse_input(item, index) for index, item in enumerate(items)]
+        )
+        if limits is not None:
+            for index, item in enumerate(checked):
+                limits.check(item, where=f"item {index}" if len(checked) > 1 else None)
+        return checked
 
     async def arun(self, item: In | Mapping[str, Any], **call: Any) -> R:
         """Run the job on one item (progress counted in the job's own steps)."""
+        (one,) = self.inputs([item], call.get("limits"))
         harness, spec = self.prepare(call)
-        (one,) = self.inputs([item])
         return await harness.run(spec, one, on_progress=call.get("on_progress"))
 
     async def arun_many(self, items: Iterable[In | Mapping[str, Any]], **call: Any) -> list[R]:
         """Run the job on many items with the same options; results in input order, progress
         counted in items."""
+        checked = self.inputs(items, call.get("limits"))
         harness, spec = self.prepare(call)
-        return await harness.run_many(spec, self.inputs(items), on_progress=call.get("on_progress"))
+        return await harness.run_many(spec, checked, on_progress=call.get("on_progress"))
 
     def run_many(self, items: Iterable[In | Mapping[str, Any]], **call: Any) -> list[R]:
         """:meth:`arun_many` from sync code (a command, a notebook)."""

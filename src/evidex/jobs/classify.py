@@ -29,18 +29,17 @@ from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 from pydantic import BaseModel, BeforeValidator, Field, WithJsonSchema, model_validator
 
 from evidex.errors import InputError
-from evidex.harness.budget import drop_to_budget, reply_reserve, retry_prompt_tokens
 from evidex.harness.job import JobResult, JobRun, Plan, Routed
 from evidex.harness.ports import ReviewRequest
+from evidex.jobs._classify_budget import fit_passages, prompt_tokens
 from evidex.jobs._classify_review import REVIEW as CLASSIFY_REVIEW
 from evidex.jobs._classify_review import ClassifyAnswer, ClassifyReview, LabelGrade
 from evidex.jobs._common import RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, Flag, JobDefinition, RiskOptions, SpecContext, Wire
 from evidex.jobs._suspects import Suspects
-from evidex.judging import ClassifyPayload, Judge
+from evidex.judging import Judge
 from evidex.loaders import load_classify_examples
-from evidex.preflight import Prepared as PreparedPassages
-from evidex.preflight import coerce_passages, passage_of, prepare_passages, require_text
+from evidex.preflight import coerce_passages, passage_of, require_text
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.classify import (
     CLASSIFY_TEMPLATE,
@@ -52,7 +51,7 @@ from evidex.tasks.classify import (
     LabelAssignment,
 )
 from evidex.taxonomy import Taxonomy
-from evidex.types import Event, Passage, PassageLike, RiskLevel, Source
+from evidex.types import Passage, PassageLike, RiskLevel, Source
 
 if TYPE_CHECKING:
     from typing_extensions import Unpack
@@ -269,7 +268,7 @@ class ClassifySpec:
         items = coerce_passages(item.passages, where=where)
         base = dataclasses.replace(self.template, input=item.input)
         try:
-            prepared, kept, dropped_events = self._fit(judge, base, items)
+            prepared, kept, dropped_events = fit_passages(judge, self.prompt, base, items)
         except InputError as exc:
             raise InputError(str(exc), where=where) from exc
         dropped = tuple(pid for e in dropped_events for pid in e.passage_ids)
@@ -283,38 +282,9 @@ class ClassifySpec:
             id=item.id,
         )
 
-    def _fit(
-        self, judge: Judge, base: ClassifyBatch, items: Sequence[Passage]
-    ) -> tuple[PreparedPassages, list[Passage], list[Event]]:
-        """The passages fitted so that the retry fits the judge's window, and those left out;
-        all whole for a judge that answers in pieces (a few picked sentences per question)."""
-        if judge.answers_in_pieces(ClassifyPayload):
-            prepared = prepare_passages(items, count_tokens=judge.count_tokens)
-            return prepared, prepared.passages, []
-        reserve = reply_reserve(ClassifyStep(self.prompt).request(base))
-        budget = judge.context_window - reserve
-        fixed = self.prompt_tokens(judge, base, ())
-        if fixed >= budget:
-            raise InputError(
-                f"the input, taxonomy, constraints and examples alone need {fixed} prompt "
-                f"tokens, over the {budget} that {judge.judge_id} leaves after reserving "
-                f"{reserve} for the replies of the retry; shorten them or use a judge with a "
-                "larger context window"
-            )
-        prepared = prepare_passages(
-            items, count_tokens=judge.count_tokens, max_passage_tokens=budget - fixed
-        )
-        kept, dropped = drop_to_budget(
-            prepared.passages,
-            prompt_tokens=lambda ps: self.prompt_tokens(judge, base, ps),
-            budget=budget,
-        )
-        return prepared, kept, dropped
-
     def prompt_tokens(self, judge: Judge, base: ClassifyBatch, passages: Sequence[Passage]) -> int:
         """Prompt tokens of the retry with these passages (the replies are reserved apart)."""
-        batch = dataclasses.replace(base, passages=tuple(passages))
-        return retry_prompt_tokens(judge, self.prompt, ClassifyStep(self.prompt).request(batch))
+        return prompt_tokens(judge, self.prompt, base, passages)
 
     # ------------------------------------------------------------------ run and route
 

@@ -92,11 +92,13 @@ async def aconsistency_check(
     """
     if isinstance(runs, bool) or not isinstance(runs, int) or runs < 1:
         raise InputError(f"runs must be a positive whole number, got {runs!r}")
+    given = ClassifyInput(input=input, passages=list(passages))
+    (item,) = DEFINITION.inputs([given], options.get("limits"))
     harness, prepared = DEFINITION.prepare({**options, "labels": taxonomy})
     assert isinstance(prepared, ClassifySpec)  # the classify job's own spec
     spec = dataclasses.replace(prepared, route=False)
     harness.settings = dataclasses.replace(harness.settings, use_cache=False)
-    plan = spec.plan(ClassifyInput(input=input, passages=list(passages)), harness.judge)
+    plan = spec.plan(item, harness.judge)
     rng = random.Random(seed)
     results: list[ConsistencyRun] = []
     for order in ("original", "shuffled"):

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import codecs
+import itertools
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -25,12 +26,10 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from evidex.errors import ConfigError, EvidexError
 from evidex.preflight import InputLimits
-from evidex.types import lone_surrogate
 
 __all__ = [
     "DEFAULT_MAX_BODY_BYTES",
@@ -174,51 +173,14 @@ async def _refuse(send: Send, status: int, body: Mapping[str, Any]) -> None:
 
 def check_body(body: Any, limits: InputLimits) -> None:
     """Raise :class:`RequestValidationError` naming each field of ``body`` (a parsed request
-    model) over ``limits`` or holding a lone surrogate. Runs over every string of the body,
-    keys included, and every ``passages`` list."""
-    problems: list[dict[str, Any]] = []
-    _walk(body, ("body",), limits, problems)
+    model) over ``limits`` or holding a lone surrogate (:meth:`InputLimits.problems`: every
+    string of the body, keys included, and every ``passages`` list)."""
+    problems = [
+        {"loc": ("body", *p.loc), "msg": p.msg, "type": p.kind}
+        for p in itertools.islice(limits.problems(body), MAX_PROBLEMS)
+    ]
     if problems:
         raise RequestValidationError(problems)
-
-
-def _walk(value: Any, loc: tuple[Any, ...], limits: InputLimits, out: list[dict[str, Any]]) -> None:
-    if len(out) >= MAX_PROBLEMS:
-        return
-    if isinstance(value, str):
-        _check_text(value, loc, limits, out)
-    elif isinstance(value, BaseModel):
-        for name in type(value).model_fields:
-            _walk(getattr(value, name), (*loc, name), limits, out)
-    elif isinstance(value, Mapping):
-        for key, item in value.items():
-            if isinstance(key, str):
-                _check_text(key, loc, limits, out, what="key")
-            _walk(item, (*loc, key), limits, out)
-    elif isinstance(value, Sequence) and not isinstance(value, bytes | bytearray):
-        if loc[-1] == "passages" and (problem := limits.passages_problem(len(value))):
-            out.append({"loc": loc, "msg": problem, "type": "too_long"})
-            return
-        for index, item in enumerate(value):
-            _walk(item, (*loc, index), limits, out)
-
-
-def _check_text(
-    text: str,
-    loc: tuple[Any, ...],
-    limits: InputLimits,
-    out: list[dict[str, Any]],
-    what: str = "text",
-) -> None:
-    position = lone_surrogate(text)
-    if position is not None:
-        msg = (
-            f"the {what} holds a lone surrogate (U+{ord(text[position]):04X}) at character "
-            f"{position}: not valid Unicode"
-        )
-        out.append({"loc": loc, "msg": msg, "type": "string_unicode"})
-    elif problem := limits.text_problem(text):
-        out.append({"loc": loc, "msg": problem, "type": "string_too_long"})
 
 
 # ---------------------------------------------------------------------------- 422 bodies
