@@ -7,6 +7,7 @@ Also the framework adapters' rule (which documents a job keeps), read from the s
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +154,27 @@ def test_scoring_predictions_reports_every_declared_measure(tmp_path: Path, job:
     assert set(_evaluation(job).measures) <= set(report["metrics"])
     written = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
     assert set(_evaluation(job).measures) <= set(written["metrics"])
+
+
+@pytest.mark.parametrize("job", EVALUATED)
+def test_a_report_keeps_its_items_and_they_give_its_metrics(tmp_path: Path, job: str) -> None:
+    """What ``evidex eval compare`` relies on: the items of a written report, read back,
+    give every metric the report states (so a comparison's two sides are the reports')."""
+    predictions = tmp_path / "predictions.jsonl"
+    write_jsonl(predictions, PREDICTIONS[job])
+    score_predictions(job, predictions, _golden(tmp_path, job), out_dir=tmp_path / "report")
+    written = json.loads((tmp_path / "report" / "report.json").read_text(encoding="utf-8"))
+    assert written["report_format"] == 2
+    assert len(written["items"]) == len(GOLDEN[job])
+    assert len({item["key"] for item in written["items"]}) == len(written["items"])
+    for item in written["items"]:
+        assert {"key", "gold", "judgment", "why", "score", "source"} <= set(item)
+    figures = get_evaluator(job).figures(written["items"], written)
+    assert set(figures) == set(written["metrics"])
+    for measure, value in written["metrics"].items():
+        assert figures[measure] == pytest.approx(value, nan_ok=True) or (
+            value is None and math.isnan(figures[measure])
+        ), measure
 
 
 @pytest.mark.parametrize("job", EVALUATED)

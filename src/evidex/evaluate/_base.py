@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from evidex.evaluate._util import align_rows, interval_dict
-from evidex.evaluate.metrics import Interval
+from evidex.evaluate.intervals import Interval, bootstrap_cis
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
@@ -26,7 +26,11 @@ from evidex.judging import Judge
 if TYPE_CHECKING:
     from evidex.evaluate.layouts import Layout
 
-__all__ = ["GoldenEvaluator", "Prediction", "Scoring", "declared_measures"]
+__all__ = ["REPORT_FORMAT", "GoldenEvaluator", "Prediction", "Scoring", "declared_measures"]
+
+REPORT_FORMAT = 2
+"""The layout of ``report.json``: 2 keeps every item (see above); 1 (reports without a
+``report_format`` key, written before items were kept) has the figures alone."""
 
 G = TypeVar("G")
 
@@ -140,6 +144,33 @@ class GoldenEvaluator(Generic[G]):
     def measure(self, scoring: Scoring[G]) -> dict[str, Any]:
         raise NotImplementedError
 
+    def measured(
+        self,
+        items: Sequence[Mapping[str, Any]],
+        context: Mapping[str, Any],
+        options: EvalOptions,
+        shown: Sequence[str],
+    ) -> tuple[dict[str, float], dict[str, Interval]]:
+        """The metrics of ``items`` (:meth:`figures`, ``context`` standing for the report)
+        and the bootstrap intervals of those in ``shown``: each resample of the items is
+        scored once for every figure (:func:`~evidex.evaluate.intervals.bootstrap_cis`)."""
+        intervals = bootstrap_cis(
+            items,
+            lambda s: self.figures(s, context),
+            samples=options.bootstrap_samples,
+            seed=options.seed,
+        )
+        return {k: v.value for k, v in intervals.items()}, {k: intervals[k] for k in shown}
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """The report's metrics computed from ``items`` (all of a report's, or a resample of
+        them); ``report`` gives what the figures depend on besides (the tier scheme, the
+        taxonomy's labels). :meth:`measure` computes a report's metrics with it, so a metric
+        recomputed from the report's items is the metric the report states."""
+        raise NotImplementedError
+
     def report(
         self,
         metrics: Mapping[str, float],
@@ -147,21 +178,26 @@ class GoldenEvaluator(Generic[G]):
         *,
         sources: Mapping[str, int],
         warnings: Sequence[str],
+        items: Sequence[Mapping[str, Any]],
         **parts: Any,
     ) -> dict[str, Any]:
         """A report body: what every job's holds (the job, its figures keyed by measure
         string, their bootstrap intervals), the job's own ``parts``, then where the predictions
-        came from (see :func:`~evidex.evaluate._util.source_counts`), how many fell back, and
-        the warnings: no report leaves out that some of its figures rest on fallbacks."""
+        came from (see :func:`~evidex.evaluate._util.source_counts`), how many fell back, the
+        warnings (no report leaves out that some of its figures rest on fallbacks), and last
+        the items the figures were computed from (see above)."""
         shown = {k: interval_dict(v) for k, v in intervals.items()}
         return {
+            "report_format": REPORT_FORMAT,
             "job": self.job,
+            "unit": self.what,
             "metrics": dict(metrics),
             "intervals": shown,
             **parts,
             "fallbacks": sources.get("fallback", 0),
             "sources": dict(sources),
             "warnings": list(warnings),
+            "items": [dict(item) for item in items],
         }
 
     def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str:

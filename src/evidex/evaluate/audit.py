@@ -180,9 +180,8 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
 
     def measure(self, scoring: Scoring[AuditGolden]) -> dict[str, Any]:
         records, aligned, options = scoring.records, scoring.rows, scoring.options
-        units: list[list[tuple[str, str]]] = []  # per answer: (gold, judge) of matched claims
+        items: list[dict[str, Any]] = []
         worst: list[dict[str, Any]] = []
-        n_gold = n_pred = n_matched = n_agree = 0
         levels: Counter[str] = Counter()
         for record, row in zip(records, aligned, strict=True):
             pred = _pred_claims(row)
@@ -198,34 +197,38 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
                 pairs.append(pair)
                 if pair[0] != pair[1]:
                     worst.append(_disagreement(record, row, gold_claim.claim_text, claim, pair))
-            units.append(pairs)
             levels.update(str(c["classification"]) for c in pred)
-            n_gold += len(record.claims)
-            n_pred += len(pred)
-            n_matched += len(pairs)
-            n_agree += sum(g == p for g, p in pairs)
-
-        def pooled(statistic: Any) -> Any:
-            return lambda s: statistic([p for u in s for p in u])
-
-        def ci(statistic: Any) -> m.Interval:
-            return m.bootstrap_ci(
-                units, pooled(statistic), samples=options.bootstrap_samples, seed=options.seed
+            counts = {
+                "gold": len(record.claims),
+                "audited": len(pred),
+                "matched": len(pairs),
+                "agree": sum(g == j for g, j in pairs),
+            }
+            items.append(
+                {
+                    "key": record.id,
+                    "gold": [[c.claim_text, c.classification] for c in record.claims],
+                    "judgment": {
+                        "decision": str(row.get("decision", "unknown")),
+                        "claims": [[str(c["claim_text"]), str(c["classification"])] for c in pred],
+                    },
+                    "why": [str(c.get("explanation") or "") for c in pred],
+                    "score": m.prf(counts["agree"], counts["audited"], counts["gold"]).f1,
+                    "source": str(row.get("source", "unknown")),
+                    "pairs": [list(pair) for pair in pairs],
+                    "counts": counts,
+                }
             )
-
-        labels = list(WICE_LABELS)
-        intervals = {
-            "macro_f1": ci(lambda p: _or_nan(p, lambda g, j: m.macro_f1(g, j, labels))),
-            "f1(label=supported)": ci(
-                lambda p: _or_nan(p, lambda g, j: m.label_f1(g, j, "supported").f1)
-            ),
-            "accuracy": ci(lambda p: _or_nan(p, m.accuracy)),
-        }
+        metrics, intervals = self.measured(
+            items, {}, options, ("macro_f1", "f1(label=supported)", "accuracy")
+        )
+        n_gold, n_pred, n_matched, n_agree = (
+            sum(i["counts"][k] for i in items) for k in ("gold", "audited", "matched", "agree")
+        )
         graded = m.prf(n_agree, n_pred, n_gold)
         matching = m.prf(n_matched, n_pred, n_gold)
-        metrics = {k: v.value for k, v in intervals.items()}
-        metrics["claim_f1"] = graded.f1
-        flat = [p for u in units for p in u]
+        labels = list(WICE_LABELS)
+        flat = [(g, j) for i in items for g, j in i["pairs"]]
         matrix = m.confusion_matrix([g for g, _ in flat], [j for _, j in flat], labels)
         sources, warnings = source_counts(aligned, "audits (sent to review, claims unsupported)")
         if n_matched < n_gold:
@@ -239,6 +242,7 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
             intervals,
             sources=sources,
             warnings=warnings,
+            items=items,
             labels=labels,
             claims={
                 "gold": n_gold,
@@ -254,6 +258,23 @@ class AuditEvaluator(GoldenEvaluator[AuditGolden]):
             claims_from=dict(Counter(str(row.get("claims_from", "unknown")) for row in aligned)),
             worst=worst[: options.worst],
         )
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """Over the matched claims of the answers, pooled: 3-way macro-F1, F1 of supported
+        against the rest and accuracy; and claim-level F1 from the answers' claim counts."""
+        pairs = [(str(g), str(j)) for i in items for g, j in i["pairs"]]
+        labels = list(WICE_LABELS)
+        agree, audited, gold = (
+            sum(int(i["counts"][k]) for i in items) for k in ("agree", "audited", "gold")
+        )
+        return {
+            "macro_f1": _or_nan(pairs, lambda g, j: m.macro_f1(g, j, labels)),
+            "f1(label=supported)": _or_nan(pairs, lambda g, j: m.label_f1(g, j, "supported").f1),
+            "accuracy": _or_nan(pairs, m.accuracy),
+            "claim_f1": m.prf(agree, audited, gold).f1,
+        }
 
     # ------------------------------------------------------------------ rendering
 

@@ -206,31 +206,29 @@ class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
                     f"among {names}"
                 )
         gold_sets = [frozenset(r.labels) for r in records]
-        pred_sets = [frozenset(p) for p in pred]
-        pairs = list(zip(gold_sets, pred_sets, strict=True))
-
-        def ci(statistic: Any) -> m.Interval:
-            return m.bootstrap_ci(
-                pairs, statistic, samples=options.bootstrap_samples, seed=options.seed
-            )
-
-        acc = ci(lambda s: m.set_accuracy([g for g, _ in s], [p for _, p in s]))
-        f1 = ci(lambda s: m.set_macro_f1([g for g, _ in s], [p for _, p in s], names))
-        citations = m.citation_scores(
-            [frozenset(r.rationale_ids) for r in records],
-            [frozenset(str(x) for x in row.get("cited") or []) for row in aligned],
+        items: list[dict[str, Any]] = [
+            {
+                "key": r.id,
+                "gold": {"labels": sorted(r.labels), "cited": sorted(r.rationale_ids)},
+                "judgment": {
+                    "labels": sorted(labels),
+                    "cited": sorted(str(x) for x in row.get("cited") or []),
+                },
+                "why": str(row.get("rationale") or ""),
+                "score": float(set(labels) == set(r.labels)),
+                "source": str(row.get("source", "unknown")),
+                "quotes": {
+                    "verbatim": int((row.get("quotes") or {}).get("verbatim", 0)),
+                    "total": int((row.get("quotes") or {}).get("total", 0)),
+                },
+            }
+            for r, row, labels in zip(records, aligned, pred, strict=True)
+        ]
+        metrics, intervals = self.measured(
+            items, {"labels": names}, options, ("accuracy", "macro_f1")
         )
-        verbatim = sum(int((row.get("quotes") or {}).get("verbatim", 0)) for row in aligned)
-        quotes = sum(int((row.get("quotes") or {}).get("total", 0)) for row in aligned)
-        metrics = {
-            "accuracy": acc.value,
-            "macro_f1": f1.value,
-            "citation_precision": citations["precision_micro"],
-            "citation_recall": citations["recall_micro"],
-            "citation_precision(avg=macro)": citations["precision_macro"],
-            "citation_recall(avg=macro)": citations["recall_macro"],
-            "verbatim_share": verbatim / quotes if quotes else math.nan,
-        }
+        verbatim = sum(i["quotes"]["verbatim"] for i in items)
+        quotes = sum(i["quotes"]["total"] for i in items)
         single = [i for i, g in enumerate(gold_sets) if len(g) == 1]
         gold1 = [next(iter(gold_sets[i])) for i in single]
         pred1 = [pred[i][0] if pred[i] else NO_LABEL for i in single]
@@ -243,14 +241,39 @@ class ClassifyEvaluator(GoldenEvaluator[ClassifyGolden]):
             )
         return self.report(
             metrics,
-            {"accuracy": acc, "macro_f1": f1},
+            intervals,
             sources=sources,
             warnings=warnings,
+            items=items,
             **label_agreement(gold1, pred1, names, columns),
             quotes={"verbatim": verbatim, "total": quotes},
             predicted=dict(Counter(x for p in pred for x in p)),
             worst=_worst(records, aligned, options.worst),
         )
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """Accuracy and macro-F1 of the label sets over the report's labels, citation
+        precision and recall (micro and macro) against the rationale passages, and the share
+        of quotes found word for word."""
+        gold = [frozenset(i["gold"]["labels"]) for i in items]
+        pred = [frozenset(i["judgment"]["labels"]) for i in items]
+        citations = m.citation_scores(
+            [frozenset(i["gold"]["cited"]) for i in items],
+            [frozenset(i["judgment"]["cited"]) for i in items],
+        )
+        verbatim = sum(int(i["quotes"]["verbatim"]) for i in items)
+        quotes = sum(int(i["quotes"]["total"]) for i in items)
+        return {
+            "accuracy": m.set_accuracy(gold, pred),
+            "macro_f1": m.set_macro_f1(gold, pred, list(report["labels"])),
+            "citation_precision": citations["precision_micro"],
+            "citation_recall": citations["recall_micro"],
+            "citation_precision(avg=macro)": citations["precision_macro"],
+            "citation_recall(avg=macro)": citations["recall_macro"],
+            "verbatim_share": verbatim / quotes if quotes else math.nan,
+        }
 
     # ------------------------------------------------------------------ rendering
 

@@ -29,7 +29,7 @@ Conventions, chosen once and documented here because every report relies on them
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -38,22 +38,27 @@ import numpy.typing as npt
 
 from evidex._text import normalize_ws
 from evidex.errors import InputError
+from evidex.evaluate.intervals import Interval, bootstrap_ci, bootstrap_cis
 
 __all__ = [
     "PRF",
     "Interval",
     "accuracy",
+    "accuracy_from_matrix",
     "binary_kappa",
     "bootstrap_ci",
+    "bootstrap_cis",
     "boundary_confusions",
     "citation_scores",
     "claim_f1",
     "cohen_kappa",
+    "collapse_at",
     "confusion_matrix",
     "dcg",
     "kappa_from_matrix",
     "label_f1",
     "macro_f1",
+    "macro_f1_from_matrix",
     "match_claims",
     "mrr",
     "ndcg_at_k",
@@ -130,11 +135,22 @@ def binary_kappa(
         raise InputError(f"boundary {boundary!r} is not one of the labels {list(labels)}")
     if boundary == labels[-1]:
         raise InputError(f"boundary {boundary!r} is the last label: nothing would be negative")
-    positive = set(labels[: list(labels).index(boundary) + 1])
-    _check_pairs(gold, pred, labels)
-    side = ["pos", "neg"]
-    return cohen_kappa(
-        [side[g not in positive] for g in gold], [side[p not in positive] for p in pred], side
+    return kappa_from_matrix(collapse_at(confusion_matrix(gold, pred, labels), labels, boundary))
+
+
+def collapse_at(
+    matrix: npt.NDArray[np.int64], labels: Sequence[str], boundary: str
+) -> npt.NDArray[np.int64]:
+    """A confusion matrix over ordered ``labels`` cut into two at ``boundary`` (it and every
+    label before it positive, the rest negative): the 2×2 matrix :func:`binary_kappa` reads,
+    so a report's binarised kappas come from the one matrix it already counted."""
+    cut = list(labels).index(boundary) + 1
+    return np.array(
+        [
+            [matrix[:cut, :cut].sum(), matrix[:cut, cut:].sum()],
+            [matrix[cut:, :cut].sum(), matrix[cut:, cut:].sum()],
+        ],
+        dtype=np.int64,
     )
 
 
@@ -144,6 +160,12 @@ def accuracy(gold: Sequence[str], pred: Sequence[str]) -> float:
     if not gold:
         return math.nan
     return sum(g == p for g, p in zip(gold, pred, strict=True)) / len(gold)
+
+
+def accuracy_from_matrix(matrix: npt.NDArray[np.int64]) -> float:
+    """:func:`accuracy` of a confusion matrix: its diagonal over its total (``nan`` on none)."""
+    total = int(matrix.sum())
+    return int(np.trace(matrix)) / total if total else math.nan
 
 
 @dataclass(frozen=True)
@@ -179,6 +201,21 @@ def macro_f1(
     if not chosen:
         return math.nan
     return float(np.mean([label_f1(gold, pred, label).f1 for label in chosen]))
+
+
+def macro_f1_from_matrix(matrix: npt.NDArray[np.int64], labels: Sequence[str]) -> float:
+    """:func:`macro_f1` with its default labels (every label seen in gold or predictions), of
+    a confusion matrix over ``labels``: the same counts, averaged in the same order."""
+    rows, cols = matrix.sum(axis=1), matrix.sum(axis=0)
+    index = {label: i for i, label in enumerate(labels)}
+    seen = sorted(label for label in labels if rows[index[label]] or cols[index[label]])
+    if not seen:
+        return math.nan
+    scores = []
+    for label in seen:
+        i = index[label]
+        scores.append(_prf(int(matrix[i, i]), int(cols[i]), int(rows[i])).f1)
+    return float(np.mean(scores))
 
 
 def set_accuracy(
@@ -372,54 +409,6 @@ def match_claims(
             used_pred.add(j)
             pairs.append((i, j))
     return sorted(pairs)
-
-
-# ---------------------------------------------------------------------- intervals
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A percentile bootstrap interval around ``value``."""
-
-    value: float
-    low: float
-    high: float
-    level: float
-    samples: int
-
-
-def bootstrap_ci(
-    units: Sequence[T],
-    statistic: Callable[[Sequence[T]], float],
-    *,
-    samples: int = 1000,
-    level: float = 0.95,
-    seed: int = 0,
-) -> Interval:
-    """Percentile bootstrap: resample ``units`` with replacement ``samples`` times.
-
-    ``units`` are what is independent (items for kappa, queries for nDCG). Resamples where the
-    statistic is undefined (``nan``, e.g. kappa on one label) are skipped; when all are, the
-    bounds are ``nan``. Seeded, so a report is reproducible.
-    """
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1), got {level}")
-    value = statistic(units)
-    if not units:
-        return Interval(value, math.nan, math.nan, level, 0)
-    rng = np.random.default_rng(seed)
-    n = len(units)
-    stats = []
-    for _ in range(samples):
-        picked = rng.integers(0, n, size=n)
-        stat = statistic([units[i] for i in picked])
-        if not math.isnan(stat):
-            stats.append(stat)
-    if not stats:
-        return Interval(value, math.nan, math.nan, level, 0)
-    tail = (1.0 - level) / 2 * 100
-    low, high = np.percentile(stats, [tail, 100 - tail])
-    return Interval(value, float(low), float(high), level, len(stats))
 
 
 # ---------------------------------------------------------------------- helpers

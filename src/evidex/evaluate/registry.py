@@ -24,6 +24,9 @@ The interface, in the order the runner uses it::
                                                # strings of evidex.evaluate.measures
     def markdown(report, out_dir) -> str       # the job's part of report.md; may write
                                                # pictures into out_dir
+    def figures(items, report) -> dict         # the metrics from the report's items (or a
+                                               # resample of them): what evidex eval compare
+                                               # recomputes (see evidex.evaluate._base)
 
 Optional: ``async def consistency(records, judge, store, options) -> dict`` (re-runs with the
 input shuffled and split differently; used by ``--consistency``).
@@ -106,6 +109,10 @@ class Evaluator(Protocol):
     ) -> dict[str, Any]: ...
 
     def markdown(self, report: Mapping[str, Any], out_dir: Path) -> str: ...
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]: ...
 
 
 EVALUATORS: dict[str, Evaluator] = {}

@@ -145,34 +145,41 @@ class RerankEvaluator(GoldenEvaluator[RerankGolden]):
 
     def measure(self, scoring: Scoring[RerankGolden]) -> dict[str, Any]:
         records, aligned, options = scoring.records, scoring.rows, scoring.options
-        units = []
+        items: list[dict[str, Any]] = []
         for record, row in zip(records, aligned, strict=True):
             judged, base = _ranking(row), retrieval_order(record)
-            units.append(
+            values = {k: f(judged, record.grades) for k, f in _COMPUTE.items()}
+            notes = row.get("justifications") or {}
+            items.append(
                 {
-                    "judge": {k: f(judged, record.grades) for k, f in _COMPUTE.items()},
+                    "key": record.group,
+                    "gold": None,
+                    "judgment": judged[:10],
+                    "why": {pid: str(notes[pid]) for pid in judged[:_SHOWN] if pid in notes},
+                    "score": values["nDCG@10"],
+                    "source": str(row.get("source", "unknown")),
+                    "values": values,
                     "baseline": {k: f(base, record.grades) for k, f in _COMPUTE.items()},
                 }
             )
-        intervals = {key: _mean_ci(units, "judge", key, options) for key in MEASURES}
+        metrics, intervals = self.measured(items, {}, options, MEASURES)
         lift = m.bootstrap_ci(
-            units,
-            lambda s: _mean([u["judge"]["nDCG@10"] - u["baseline"]["nDCG@10"] for u in s]),
+            items,
+            lambda s: _mean([u["values"]["nDCG@10"] - u["baseline"]["nDCG@10"] for u in s]),
             samples=options.bootstrap_samples,
             seed=options.seed,
         )
-        metrics = {k: _mean([u["judge"][k] for u in units]) for k in MEASURES}
-        baseline = {k: _mean([u["baseline"][k] for u in units]) for k in MEASURES}
+        baseline = {k: _mean([u["baseline"][k] for u in items]) for k in MEASURES}
         per_query = [
             {
                 "query_id": r.query_id,
                 "query": r.query,
                 "candidates": len(r.candidates),
                 "baseline": u["baseline"]["nDCG@10"],
-                "judge": u["judge"]["nDCG@10"],
-                "delta": u["judge"]["nDCG@10"] - u["baseline"]["nDCG@10"],
+                "judge": u["values"]["nDCG@10"],
+                "delta": u["values"]["nDCG@10"] - u["baseline"]["nDCG@10"],
             }
-            for r, u in zip(records, units, strict=True)
+            for r, u in zip(records, items, strict=True)
         ]
         sources, warnings = source_counts(aligned, "rankings (retrieval order kept)")
         if not any(any(g > 0 for g in r.grades.values()) for r in records):
@@ -182,6 +189,7 @@ class RerankEvaluator(GoldenEvaluator[RerankGolden]):
             intervals,
             sources=sources,
             warnings=warnings,
+            items=items,
             gain="linear",
             baseline=baseline,
             lift={
@@ -193,6 +201,13 @@ class RerankEvaluator(GoldenEvaluator[RerankGolden]):
             worst=_worst(records, aligned, per_query, options.worst),
             strategies=dict(Counter(str(row.get("strategy", "unknown")) for row in aligned)),
         )
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """Each measure's mean over the queries (every item holds its query's values, computed
+        against the query's judged grades when it was scored)."""
+        return {k: _mean([u["values"][k] for u in items]) for k in MEASURES}
 
     # ------------------------------------------------------------------ rendering
 
@@ -252,15 +267,6 @@ class RerankEvaluator(GoldenEvaluator[RerankGolden]):
 
 def _mean(values: Sequence[float]) -> float:
     return float(np.mean(values)) if values else float("nan")
-
-
-def _mean_ci(units: Sequence[Any], side: str, key: str, options: EvalOptions) -> m.Interval:
-    return m.bootstrap_ci(
-        units,
-        lambda s: _mean([u[side][key] for u in s]),
-        samples=options.bootstrap_samples,
-        seed=options.seed,
-    )
 
 
 def _worst(

@@ -181,44 +181,55 @@ class SufficiencyEvaluator(GoldenEvaluator[SufficiencyGolden]):
         if unknown:
             raise InputError(f"unknown decision(s) {unknown}; expected one of {list(DECISIONS)}")
         units = list(zip(gold, pred, decisions, strict=True))
-
-        def ci(statistic: Any) -> m.Interval:
-            return m.bootstrap_ci(
-                units, statistic, samples=options.bootstrap_samples, seed=options.seed
-            )
-
-        f1 = ci(lambda s: m.label_f1([g for g, _, _ in s], [p for _, p, _ in s], LABELS[1]).f1)
-        acc = ci(lambda s: m.accuracy([g for g, _, _ in s], [p for _, p, _ in s]))
-        false_abstention = ci(
-            lambda s: decision_figures([g == LABELS[0] for g, _, _ in s], [d for *_, d in s])[
-                "false_abstention_rate"
-            ]
-        )
+        items = [
+            {
+                "key": r.id,
+                "gold": g,
+                "judgment": {"verdict": p, "decision": d},
+                "why": {
+                    "confidence": _verdict(row)[1],
+                    "missing": [str(x) for x in row.get("missing") or []],
+                },
+                "score": float(g == p),
+                "source": str(row.get("source", "unknown")),
+            }
+            for r, row, (g, p, d) in zip(records, aligned, units, strict=True)
+        ]
+        shown = ("f1(label=insufficient)", "accuracy", "false_abstention_rate")
+        metrics, intervals = self.measured(items, {}, options, shown)
         shares = decision_figures([r.sufficient for r in records], decisions)
-        metrics = {
-            "f1(label=insufficient)": f1.value,
-            "accuracy": acc.value,
-            "abstention_rate": shares["abstention_rate"],
-            "false_abstention_rate": shares["false_abstention_rate"],
-            "escalation_rate": shares["escalation_rate"],
-        }
         by_gold = {label: dict(Counter(d for g, _, d in units if g == label)) for label in LABELS}
         sources, warnings = source_counts(aligned, "verdicts (insufficient, escalated)")
         return self.report(
             metrics,
-            {
-                "f1(label=insufficient)": f1,
-                "accuracy": acc,
-                "false_abstention_rate": false_abstention,
-            },
+            intervals,
             sources=sources,
             warnings=warnings,
+            items=items,
             **label_agreement(gold, pred, LABELS),
             decisions={"by_gold": by_gold, **shares},
             policy=policy.model_dump(),
             risk=risk.value,
             worst=_worst(records, aligned, options.worst),
         )
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """F1 of insufficient and accuracy of the verdicts, and the decision's shares: all
+        questions abstained on and escalated, answerable ones abstained on."""
+        gold = [str(i["gold"]) for i in items]
+        pred = [str(i["judgment"]["verdict"]) for i in items]
+        shares = decision_figures(
+            [g == LABELS[0] for g in gold], [str(i["judgment"]["decision"]) for i in items]
+        )
+        return {
+            "f1(label=insufficient)": m.label_f1(gold, pred, LABELS[1]).f1,
+            "accuracy": m.accuracy(gold, pred),
+            "abstention_rate": shares["abstention_rate"],
+            "false_abstention_rate": shares["false_abstention_rate"],
+            "escalation_rate": shares["escalation_rate"],
+        }
 
     # ------------------------------------------------------------------ rendering
 

@@ -170,25 +170,20 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
         names = scheme.names
         gold = [r.tier for r in records]
         pred = [str(row["tier"]) for row in aligned]
-        pairs = list(zip(gold, pred, strict=True))
-
-        def kappa_of(weights: m.Weights) -> m.Interval:
-            return m.bootstrap_ci(
-                pairs,
-                lambda s: m.cohen_kappa([g for g, _ in s], [p for _, p in s], names, weights),
-                samples=options.bootstrap_samples,
-                seed=options.seed,
-            )
-
-        intervals = {"kappa": kappa_of(None), "kappa_linear": kappa_of("linear")}
-        intervals["kappa_quadratic"] = kappa_of("quadratic")
-        metrics: dict[str, float] = {k: v.value for k, v in intervals.items()}
-        for boundary in names[:-1]:
-            metrics[f"kappa_binary(boundary={boundary})"] = m.binary_kappa(
-                gold, pred, names, boundary
-            )
-        metrics["accuracy"] = m.accuracy(gold, pred)
-        metrics["macro_f1"] = m.macro_f1(gold, pred)
+        items = [
+            {
+                "key": f"{r.group} / {r.passage_id}",
+                "gold": r.tier,
+                "judgment": str(row["tier"]),
+                "why": str(row.get("justification") or ""),
+                "score": float(r.tier == row["tier"]),
+                "source": str(row.get("source", "unknown")),
+            }
+            for r, row in zip(records, aligned, strict=True)
+        ]
+        metrics, intervals = self.measured(
+            items, {"tiers": names}, options, ("kappa", "kappa_linear", "kappa_quadratic")
+        )
         matrix = m.confusion_matrix(gold, pred, names)
         what = f"judgments (the conservative {scheme.fallback_tier} tier)"
         sources, warnings = source_counts(aligned, what)
@@ -200,6 +195,7 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
             intervals,
             sources=sources,
             warnings=warnings,
+            items=items,
             tiers=names,
             bar={
                 "measure": "kappa",
@@ -211,6 +207,28 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
             boundaries=m.boundary_confusions(matrix, names),
             worst=_worst(records, aligned, names, options.worst),
         )
+
+    def figures(
+        self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
+    ) -> dict[str, float]:
+        """Kappa (plain, linear, quadratic), the binarised kappa at each boundary, accuracy
+        and macro-F1, all from the one confusion matrix of the items' golden and judged tiers
+        over the report's scheme."""
+        names = list(report["tiers"])
+        matrix = m.confusion_matrix(
+            [str(i["gold"]) for i in items], [str(i["judgment"]) for i in items], names
+        )
+        out = {
+            "kappa": m.kappa_from_matrix(matrix),
+            "kappa_linear": m.kappa_from_matrix(matrix, "linear"),
+            "kappa_quadratic": m.kappa_from_matrix(matrix, "quadratic"),
+        }
+        for boundary in names[:-1]:
+            collapsed = m.collapse_at(matrix, names, boundary)
+            out[f"kappa_binary(boundary={boundary})"] = m.kappa_from_matrix(collapsed)
+        out["accuracy"] = m.accuracy_from_matrix(matrix)
+        out["macro_f1"] = m.macro_f1_from_matrix(matrix, names)
+        return out
 
     # ------------------------------------------------------------------ rendering
 
