@@ -17,6 +17,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
@@ -397,3 +398,122 @@ def test_a_version_4_database_keeps_its_decisions(
     assert done["status"] == "resolved"
     assert store.migrate() == []
     store.close()
+
+
+# ---------------------------------------------------------------------------- the API, the CLI
+
+
+def test_the_api_hides_decisions_until_you_decided_and_admins_assign_and_adjudicate(
+    tmp_path: Path,
+) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from evidex.service import create_app
+
+    store = open_store(f"sqlite:///{tmp_path / 'api.db'}", review=TWO)
+    item, other = tier_item(store, 1), tier_item(store, 2)
+    keys = {who: store.create_key(role, who)[1] for who, role in
+            (("ana", "reviewer"), ("ben", "reviewer"), ("lead", "admin"))}  # fmt: skip
+    client = TestClient(create_app(store, allowed_hosts=["testserver"]))
+
+    def call(who: str, method: str, path: str, **body: Any) -> Any:
+        headers = {"Authorization": f"Bearer {keys[who]}"}
+        return client.request(
+            method, path, headers=headers, json=body if method == "POST" else None
+        )
+
+    done = call("ana", "POST", f"/review/{item}/resolve", decision="accept", note="judge ok")
+    assert done.status_code == 200, done.text
+    assert [x["reviewer"] for x in done.json()["decisions"]] == ["ana"]
+    shown = call("ben", "GET", f"/review/{item}").json()
+    assert shown["decisions"] == [] and shown["decisions_made"] == 1
+    assert shown["decision"] is None and shown["note"] is None
+    listed = call("ben", "GET", "/review").json()
+    assert "judge ok" not in json.dumps(listed) and "decisions" not in listed[0]
+    assert call("ana", "GET", f"/review/{item}").json()["decisions"][0]["note"] == "judge ok"
+    disputed = call("ben", "POST", f"/review/{item}/resolve", decision="irrelevant").json()
+    assert disputed["status"] == "disputed" and len(disputed["decisions"]) == 2
+    assert [r["id"] for r in call("ben", "GET", "/review?status=disputed").json()] == [item]
+
+    # adjudication and assignment are an admin's
+    refused = call("ben", "POST", f"/review/{item}/adjudicate", decision=TIERS[1])
+    assert refused.status_code == 403
+    settled = call("lead", "POST", f"/review/{item}/adjudicate", decision=TIERS[1], note="bg")
+    assert settled.status_code == 200 and settled.json()["decision"] == TIERS[1]
+    assert call("lead", "POST", f"/review/{item}/adjudicate", decision=TIERS[1]).status_code == 409
+    assert call("ana", "POST", f"/review/{other}/assign", assignee="ben").status_code == 403
+    assigned = call("lead", "POST", f"/review/{other}/assign", assignee="ben")
+    assert assigned.status_code == 200 and assigned.json()["assignee"] == "ben"
+    assert call("ana", "POST", "/review/claim", job="tier").json() is None
+    assert call("ben", "POST", "/review/claim").json()["id"] == other
+    assert [r["id"] for r in call("ana", "GET", "/review?assignee=ben").json()] == [other]
+    blocked = call("ana", "POST", f"/review/{other}/resolve", decision="irrelevant")
+    assert blocked.status_code == 409 and "by ben" in blocked.json()["detail"]
+    store.close()
+
+
+def test_the_cli_assigns_adjudicates_and_says_how_many_decisions_wait(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    db = f"sqlite:///{tmp_path / 'cli.db'}"
+    store = open_store(db, review=TWO)
+    item, other = tier_item(store, 1), tier_item(store, 2)
+    store.close()
+    evidex = str(Path(sys.executable).with_name("evidex"))
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(
+            [evidex, "review", *args, "--db", db], capture_output=True, text=True, timeout=60
+        )
+        done.stderr = " ".join(done.stderr.split())  # as one line, however rich wrapped it
+        return done
+
+    first = run("resolve", str(item), "-d", "accept", "--reviewer", "ana")
+    assert first.returncode == 0 and "(1 of 2); it waits for 1 more decision" in first.stderr
+    hidden = json.loads(run("show", str(item), "--json", "--reviewer", "ben").stdout)
+    assert hidden["decisions"] == []
+    mine = json.loads(run("show", str(item), "--json", "--reviewer", "ana").stdout)
+    assert [x["decision"] for x in mine["decisions"]] == ["accept"]
+    second = run("resolve", str(item), "-d", "irrelevant", "--reviewer", "ben")
+    assert second.returncode == 0 and "waits for an adjudication" in second.stderr
+    out = tmp_path / "golden.jsonl"
+    export = run("export", "--job", "tier", "--output", str(out))
+    assert export.returncode == 0 and "left out 1 item whose reviewers disagree" in export.stderr
+    assert out.read_text() == ""
+    settled = run("adjudicate", str(item), "-d", TIERS[1], "--reviewer", "lead")
+    assert settled.returncode == 0 and "adjudicated review item" in settled.stderr
+    assert run("adjudicate", str(item), "-d", TIERS[1]).returncode == 2
+    run("export", "--job", "tier", "--output", str(out))
+    assert json.loads(out.read_text())["tier"] == TIERS[1]
+    assert run("assign", str(other), "--to", "ben").returncode == 0
+    listed = json.loads(run("list", "--assignee", "ben", "--json").stdout)
+    assert [r["id"] for r in listed] == [other]
+    taken = run("resolve", str(other), "-d", "irrelevant", "--reviewer", "ana")
+    assert taken.returncode == 2 and "assigned to ben" in taken.stderr
+    assert run("assign", str(other), "--clear").returncode == 0
+    assert run("assign", str(other)).returncode == 2  # --to or --clear
+    assert run("resolve", str(other), "-d", "irrelevant", "--reviewer", "ana").returncode == 0
+
+
+def test_reviewer_agreement_counts_and_pairs_first_with_second(two: SqlStore) -> None:
+    from evidex.service._ui_agreement import reviewer_agreement
+
+    ds, cr, ir = TIERS
+    votes = [("accept", ds), (ds, ds), (ds, ir), (ir, cr)]
+    ids = []
+    for n, (first, second) in enumerate(votes):
+        ids.append(tier_item(two, n))
+        two.resolve_review(ids[-1], decision=first, reviewer="ana")
+        two.resolve_review(ids[-1], decision=second, reviewer="ben")
+    two.adjudicate_review(ids[3], decision=cr, reviewer="lead")
+    tier_item(two, 9)  # one decision only: not measured
+    (row,) = reviewer_agreement(two.decided_items())
+    assert (row.job, row.items, row.agreed, row.disputed, row.adjudicated) == ("tier", 4, 2, 1, 1)
+    assert row.pairs == 4
+    # pairs (ana, ben): (ds, ds), (ds, ds), (ds, ir), (ir, cr)
+    observed = 2 / 4
+    expected = (3 * 2 + 1 * 1 + 0 * 1) / 4**2  # ana: ds 3, ir 1; ben: ds 2, ir 1, cr 1
+    assert row.kappa == pytest.approx((observed - expected) / (1 - expected))
+    assert row.low is not None and row.high is not None and row.low <= row.high

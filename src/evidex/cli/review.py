@@ -1,5 +1,6 @@
 """``evidex review``: the human review queue — list items, show one, claim one, record a
-decision, and export the decisions as golden records."""
+decision, assign an item, adjudicate a disagreement, and export the decisions as golden
+records."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from evidex.errors import ConfigError, ReviewConflict
 from evidex.evaluate.golden import read_jsonl, write_jsonl
 from evidex.evaluate.review_export import export_reviews
 from evidex.jobs import definitions
-from evidex.store import DEFAULT_LEASE_S
+from evidex.store import DEFAULT_LEASE_S, visible_decisions
 from evidex.types import DEFAULT_TIERS, TierScheme
 
 __all__ = ["review_app"]
@@ -49,6 +50,7 @@ ReviewerOpt = Annotated[
 
 class Status(str, Enum):
     PENDING = "pending"
+    DISPUTED = "disputed"
     RESOLVED = "resolved"
     ALL = "all"
 
@@ -59,12 +61,23 @@ def list_command(
         Status, typer.Option("--status", case_sensitive=False, help="Which items to list.")
     ] = Status.PENDING,
     job: Annotated[str | None, job_option("Only this job.")] = None,
+    assignee: Annotated[
+        str | None,
+        unset_option(
+            "--assignee", metavar="NAME", help="Only items assigned to NAME ('' : unassigned)."
+        ),
+    ] = None,
     as_json: ListJsonOpt = False,
     db: DbOpt = None,
 ) -> None:
-    """List review items, oldest first, with why each one is there."""
+    """List review items, oldest first, with why each one is there.
+
+    Status disputed: items whose reviewers disagree, waiting for an adjudication.
+    """
     with open_db(db) as store:
-        items = store.list_reviews(status=None if status is Status.ALL else status.value, job=job)
+        items = store.list_reviews(
+            status=None if status is Status.ALL else status.value, job=job, assignee=assignee
+        )
     if as_json:
         sys.stdout.write(json_line(items, indent=2) + "\n")
         return
@@ -80,6 +93,8 @@ def list_command(
         table.add_column(name, no_wrap=True)
     table.add_column("passages", overflow="fold", min_width=8)
     table.add_column("reason", overflow="fold", ratio=3)
+    table.add_column("decisions", no_wrap=True)
+    table.add_column("assignee", overflow="fold")
     table.add_column("decision", overflow="fold")
     for item in items:
         table.add_row(
@@ -93,6 +108,8 @@ def list_command(
                     item["run_id"],
                     _ids(item["passage_ids"]),
                     item["reason"],
+                    f"{item['decisions_made']}/{item['decisions_required']}",
+                    item["assignee"] or "",
                     item["decision"] or "",
                 )
             )
@@ -101,14 +118,19 @@ def list_command(
 
 
 @review_app.command("show")
-def show_command(item_id: ItemId, as_json: JsonOpt = False, db: DbOpt = None) -> None:
+def show_command(
+    item_id: ItemId, reviewer: ReviewerOpt = None, as_json: JsonOpt = False, db: DbOpt = None
+) -> None:
     """Show one review item in full.
 
     Its reason, passages and the payload a reviewer needs: the query, the errors of each
-    attempt, the last raw output, and the fallback or the graded result.
+    attempt, the last raw output, and the fallback or the graded result; and its decisions,
+    once --reviewer has decided it (or it is no longer pending): reviewers decide independently.
     """
     with open_db(db) as store:
         item = store.get_review(item_id)
+        every = store.review_decisions([item_id]).get(item_id, [])
+        item["decisions"] = visible_decisions(item, every, reviewer or _login())
     if as_json:
         sys.stdout.write(json_line(item, indent=2) + "\n")
         return
@@ -119,6 +141,10 @@ def show_command(item_id: ItemId, as_json: JsonOpt = False, db: DbOpt = None) ->
     for label, value in _summary(item):
         fields.add_row(label, Text(value))
     console.print(fields)
+    for decision in item["decisions"]:
+        said = f"{decision['kind']} by {decision['reviewer'] or 'an unnamed reviewer'}: "
+        note = f" ({decision['note']})" if decision["note"] else ""
+        console.print(Text(said + decision["decision"] + note))
     console.print(Text("payload:", style="bold"))
     console.print_json(json_line(item["payload"]))
 
@@ -139,7 +165,11 @@ def claim_command(
     as_json: JsonOpt = False,
     db: DbOpt = None,
 ) -> None:
-    """Take the oldest pending item nobody holds, leased to you so no one else works on it."""
+    """Take the oldest pending item nobody holds, leased to you so no one else works on it.
+
+    Items assigned to you come first; items assigned to others, and items you decided
+    already, are never yours.
+    """
     with open_db(db) as store:
         item = store.claim_review(reviewer or _login() or "unknown", job=job, lease_s=lease)
     if as_json:
@@ -166,35 +196,42 @@ def release_command(item_id: ItemId, reviewer: ReviewerOpt = None, db: DbOpt = N
     err_console.print(f"released review item {item_id}")
 
 
+DecisionOpt = Annotated[
+    str,
+    typer.Option(
+        "--decision",
+        "-d",
+        metavar="TEXT",
+        help=(
+            "The reviewer's verdict, one the item's job allows: a tier (or a JSON object of "
+            "passage id to tier), a label (or a JSON array), a claim status (or a JSON "
+            'object naming every claim), {"verdict": "publish" or "block", "claims": '
+            "{claim id: status}} for an answer audit, a ranking (passage ids, best first), "
+            "or accept/reject."
+        ),
+    ),
+]
+NoteOpt = Annotated[
+    str | None,
+    unset_option("--note", metavar="TEXT", help="Why, in a sentence."),
+]
+
+
 @review_app.command("resolve")
 def resolve_command(
     item_id: ItemId,
-    decision: Annotated[
-        str,
-        typer.Option(
-            "--decision",
-            "-d",
-            metavar="TEXT",
-            help=(
-                "The reviewer's verdict, one the item's job allows: a tier (or a JSON object of "
-                "passage id to tier), a label (or a JSON array), a claim status (or a JSON "
-                'object naming every claim), {"verdict": "publish" or "block", "claims": '
-                "{claim id: status}} for an answer audit, a ranking (passage ids, best first), "
-                "or accept/reject."
-            ),
-        ),
-    ],
-    note: Annotated[
-        str | None,
-        unset_option("--note", metavar="TEXT", help="Why, in a sentence."),
-    ] = None,
+    decision: DecisionOpt,
+    note: NoteOpt = None,
     reviewer: ReviewerOpt = None,
     db: DbOpt = None,
 ) -> None:
-    """Record a decision on a pending item, once.
+    """Record your decision on a pending item, once.
 
-    A decision the item does not allow exits 2 naming the allowed values; an item already
-    resolved, or claimed by another reviewer, exits 2 and nothing is written.
+    An item that needs several independent decisions (the [review] settings) waits for the
+    others, then is resolved when they agree, or disputed when they do not. A decision the
+    item does not allow exits 2 naming the allowed values; an item already resolved,
+    claimed by or assigned to another reviewer, or decided by you already, exits 2 and
+    nothing is written.
     """
     with open_db(db) as store:
         try:
@@ -203,9 +240,74 @@ def resolve_command(
             )
         except ReviewConflict as exc:
             _conflict(exc)
+    if item["status"] == "resolved":
+        said = f"resolved review item {item['id']}: {item['decision']!r} by {item['reviewer']}"
+    elif item["status"] == "disputed":
+        said = (
+            f"recorded your decision on review item {item['id']}: its reviewers disagree, so "
+            "it waits for an adjudication (evidex review adjudicate)"
+        )
+    else:
+        more = int(item["decisions_required"]) - int(item["decisions_made"])
+        said = (
+            f"recorded your decision on review item {item['id']} "
+            f"({item['decisions_made']} of {item['decisions_required']}); it waits for "
+            f"{_count(more, 'more decision')} by other reviewers"
+        )
+    err_console.print(Text(said))
+
+
+@review_app.command("adjudicate")
+def adjudicate_command(
+    item_id: ItemId,
+    decision: DecisionOpt,
+    note: NoteOpt = None,
+    reviewer: ReviewerOpt = None,
+    db: DbOpt = None,
+) -> None:
+    """Settle an item whose reviewers disagree (status disputed) with your decision.
+
+    The item is resolved with it, and the golden export takes it. An item that is not
+    disputed exits 2 and nothing is written.
+    """
+    with open_db(db) as store:
+        try:
+            item = store.adjudicate_review(
+                item_id, decision=decision, reviewer=reviewer or _login() or "unknown", note=note
+            )
+        except ReviewConflict as exc:
+            _conflict(exc)
     err_console.print(
-        Text(f"resolved review item {item['id']}: {item['decision']!r} by {item['reviewer']}")
+        Text(f"adjudicated review item {item['id']}: {item['decision']!r} by {item['reviewer']}")
     )
+
+
+@review_app.command("assign")
+def assign_command(
+    item_id: ItemId,
+    to: Annotated[
+        str | None,
+        unset_option("--to", metavar="NAME", help="The reviewer who works on it."),
+    ] = None,
+    clear: Annotated[
+        bool, typer.Option("--clear", help="Assign it to nobody (anyone may claim it).")
+    ] = False,
+    db: DbOpt = None,
+) -> None:
+    """Assign an open item to a reviewer: while it is, only they may claim or decide it.
+
+    Claims take a reviewer's assigned items first. An assignee who decides an item that
+    needs more decisions hands it on to the others.
+    """
+    if (to is None) == (not clear):
+        raise typer.BadParameter("give --to NAME, or --clear")
+    with open_db(db) as store:
+        try:
+            item = store.assign_review(item_id, None if clear else to)
+        except ReviewConflict as exc:
+            _conflict(exc)
+    whom = item["assignee"] or "nobody"
+    err_console.print(Text(f"assigned review item {item['id']} to {whom}"))
 
 
 @review_app.command("export")

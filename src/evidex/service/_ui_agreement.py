@@ -10,6 +10,14 @@ are rankings (its ``ReviewKind.kappa`` false) has no kappa.
 Kappa is :func:`evidex.evaluate.metrics.cohen_kappa`; its interval is the percentile bootstrap
 of :func:`evidex.evaluate.metrics.bootstrap_ci` over review items (an item's passages or claims
 resample together), 1000 resamples, seed 0, so the page shows the same numbers on every load.
+
+Beside it, per job, how far the reviewers agree with each other (:func:`reviewer_agreement`):
+over the items that two or more reviewers decided (the queue's ``[review]`` settings ask for
+that), Cohen's kappa between each item's first and second decision, unit by unit (a passage's
+tier, a claim's status, the item's label or verdict; ``reject`` is a label of its own), as the
+job's review model reads them, with the same bootstrap. It is the ceiling the judge's kappa is
+read against: a judge cannot be expected to agree with a reviewer more than reviewers agree
+with each other.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from evidex.evaluate.calibration import CALIBRATION_FILE, check_calibration
 from evidex.evaluate.metrics import bootstrap_ci, cohen_kappa
 from evidex.jobs import review_kind
 
-__all__ = ["AgreementRow", "agreement", "pairs_of"]
+__all__ = ["AgreementRow", "ReviewerRow", "agreement", "pairs_of", "reviewer_agreement"]
 
 Pair = tuple[str, str]
 """(reviewer's label, judge's label)."""
@@ -79,6 +87,73 @@ def _number(value: float) -> float | None:
     return None if math.isnan(value) else value
 
 
+def _interval(units: Sequence[list[Pair]], labels: Sequence[str]) -> tuple[float | None, ...]:
+    """Kappa over ``units`` and its 95% bootstrap interval (None where undefined)."""
+    interval = bootstrap_ci(units, _kappa(labels), samples=1000, seed=0)
+    return _number(interval.value), _number(interval.low), _number(interval.high)
+
+
+@dataclass
+class ReviewerRow:
+    """How far the reviewers of one job agree with each other."""
+
+    job: str
+    items: int = 0
+    """Items that two or more reviewers decided."""
+    agreed: int = 0
+    """Of them, those whose decisions all mean the same."""
+    disputed: int = 0
+    """Items whose reviewers disagree, waiting for an adjudication."""
+    adjudicated: int = 0
+    """Items whose reviewers disagreed, settled by an adjudication."""
+    units: list[list[Pair]] = field(default_factory=list)
+    """Per item, its (first reviewer, second reviewer) label pairs (the bootstrap's units)."""
+    kappa: float | None = None
+    low: float | None = None
+    high: float | None = None
+    kappa_applies: bool = True
+
+    @property
+    def pairs(self) -> int:
+        return sum(len(u) for u in self.units)
+
+    @property
+    def agreement(self) -> float | None:
+        return self.agreed / self.items if self.items else None
+
+
+def reviewer_agreement(items: Iterable[Mapping[str, Any]]) -> list[ReviewerRow]:
+    """One row per job over ``items`` that two or more reviewers decided, each with its
+    reviewers' ``decisions`` in the order they were made (the store's ``decided_items``)."""
+    rows: dict[str, ReviewerRow] = {}
+    for item in items:
+        decisions = [str(x["decision"]) for x in item.get("decisions") or []]
+        if len(decisions) < 2:
+            continue
+        job = str(item.get("job"))
+        kind = review_kind(job)
+        row = rows.setdefault(job, ReviewerRow(job, kappa_applies=kind.kappa))
+        row.items += 1
+        try:
+            meanings = [kind.meaning(item, x) for x in decisions]
+            first, second = (kind.units(item, x) for x in decisions[:2])
+        except (ValueError, TypeError, AttributeError):  # a decision the model cannot read
+            continue
+        same = all(m == meanings[0] for m in meanings[1:])
+        row.agreed += same
+        status = item.get("status")
+        row.disputed += status == "disputed"
+        row.adjudicated += status == "resolved" and not same
+        pairs = [(first[unit], second[unit]) for unit in first if unit in second]
+        if pairs:
+            row.units.append(pairs)
+    for row in rows.values():
+        labels = sorted({label for unit in row.units for pair in unit for label in pair})
+        if row.kappa_applies and row.units and len(labels) >= 2:
+            row.kappa, row.low, row.high = _interval(row.units, labels)
+    return sorted(rows.values(), key=lambda r: r.job)
+
+
 def agreement(
     items: Iterable[Mapping[str, Any]],
     provenance: Mapping[str, Mapping[str, str]],
@@ -117,12 +192,7 @@ def agreement(
             row.no_pair += 1
     for row in groups.values():
         if row.units and len(row.labels) >= 2:
-            interval = bootstrap_ci(row.units, _kappa(row.labels), samples=1000, seed=0)
-            row.kappa, row.low, row.high = (
-                _number(interval.value),
-                _number(interval.low),
-                _number(interval.high),
-            )
+            row.kappa, row.low, row.high = _interval(row.units, row.labels)
         path = reports / f"calibration-{row.job}" / CALIBRATION_FILE
         if path.is_file() and row.judge_id != "unknown":
             row.calibration = str(path)

@@ -114,6 +114,7 @@ def create_app(
     configured = load_settings()
     settings = HarnessSettings.from_config(configured)
     the_store: SqlStore = store if isinstance(store, SqlStore) else open_store(store)
+    the_store.settle_review_settings(configured.review)
     given = dict(judges or {})
     built: dict[tuple[str, str], Judge] = {}
     env_allowed = {
@@ -215,7 +216,7 @@ def create_app(
             "schema_version": the_store.schema_version(),
         }
 
-    register_review_routes(app, the_store, reviewer=reviewer, limits=bounds)
+    register_review_routes(app, the_store, reviewer=reviewer, admin=admin, limits=bounds)
 
     @app.get("/keys", dependencies=[admin], response_model=list[Key])
     async def keys_list(include_revoked: bool = False) -> list[dict[str, Any]]:

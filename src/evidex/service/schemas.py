@@ -24,7 +24,9 @@ __all__ = [
     "Health",
     "Key",
     "NewKey",
+    "ReviewDecision",
     "ReviewItem",
+    "ReviewItemDecisions",
     "TierReport",
 ]
 
@@ -41,9 +43,22 @@ class Health(BaseModel):
     schema_version: int
 
 
+class ReviewDecision(BaseModel):
+    """One decision on a review item: a reviewer's (``kind`` ``review``) or the adjudication
+    of a disagreement (``adjudication``)."""
+
+    reviewer: str
+    kind: str
+    decision: str
+    note: str | None = None
+    decided_at: IsoDateTime
+
+
 class ReviewItem(BaseModel):
     """One review-queue item: why it is there, what the reviewer reads (``payload``, with its
-    passages in full), the lease and the decision."""
+    passages in full), the lease, its assignee, how many decisions it needs and has, and the
+    final decision (``status`` ``disputed``: its reviewers disagree and it waits for an
+    adjudication)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -64,6 +79,16 @@ class ReviewItem(BaseModel):
     lease_holder: str | None = None
     lease_expires_at: IsoDateTime | None = None
     dedup_key: str | None = None
+    decisions_required: int = 1
+    decisions_made: int = 0
+    assignee: str | None = None
+
+
+class ReviewItemDecisions(ReviewItem):
+    """One item as its own endpoints answer: with the decisions the caller may see (none of a
+    pending item before the caller has decided it, so no reviewer leans on another's)."""
+
+    decisions: list[ReviewDecision] = Field(default_factory=list)
 
 
 class AuditRow(BaseModel):

@@ -33,7 +33,7 @@ from fastapi.staticfiles import StaticFiles
 from jinja2 import Environment, FileSystemLoader
 
 from evidex.errors import InputError, ReviewConflict
-from evidex.service._ui_agreement import agreement
+from evidex.service._ui_agreement import agreement, reviewer_agreement
 from evidex.service._ui_views import (
     FACETS,
     Form,
@@ -378,7 +378,16 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
         def read() -> Any:
             items = store.list_reviews(status="resolved")
             provenance = store.run_provenance(i["run_id"] for i in items)
-            return agreement(items, provenance, reports_dir)
+            between = reviewer_agreement(store.decided_items())
+            return agreement(items, provenance, reports_dir), between
 
-        rows = await asyncio.to_thread(read)
-        return render(request, "agreement.html", who=who, title="Agreement", rows=rows)
+        rows, between = await asyncio.to_thread(read)
+        return render(
+            request,
+            "agreement.html",
+            who=who,
+            title="Agreement",
+            rows=rows,
+            between=between,
+            between_of={r.job: r for r in between},
+        )

@@ -3,6 +3,7 @@ the service's API keys and UI sessions."""
 
 from evidex.store._decisions import AUDIT_STATUSES
 from evidex.store._keys import ROLES, ApiKey, UiSession
+from evidex.store._review_decisions import visible_decisions
 from evidex.store._reviews import DEFAULT_LEASE_S
 from evidex.store._sql import SqlStore, default_url, open_store
 
@@ -15,4 +16,5 @@ __all__ = [
     "UiSession",
     "default_url",
     "open_store",
+    "visible_decisions",
 ]

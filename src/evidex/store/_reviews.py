@@ -112,6 +112,13 @@ class ReviewQueue:
             self._review_settings = load_settings().review
         return self._review_settings
 
+    def settle_review_settings(self, settings: ReviewSettings) -> None:
+        """Use ``settings`` unless the store was given its own: a long-running caller (the
+        service) passes the settings it loaded at start, so a later edit of the config file
+        neither costs nor breaks a request that queues an item."""
+        if self._review_settings is None:
+            self._review_settings = settings
+
     def _read(self, query: Any) -> list[dict[str, Any]]:
         raise NotImplementedError
 
