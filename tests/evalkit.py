@@ -109,6 +109,14 @@ def write_golden(path: Path, rows: list[dict[str, Any]] | None = None) -> Path:
     return path
 
 
+def write_gates(folder: Path, body: str) -> Path:
+    """A gates file ``gates.toml`` in ``folder`` (relative paths in it are resolved from
+    there)."""
+    path = folder / "gates.toml"
+    path.write_text(body, encoding="utf-8")
+    return path
+
+
 class AnsweringJudge(ScriptedJudge):
     """Answers every request with ``answer(request)`` (a dict or raw text); counts its calls.
     A list of answers for one request key lets a test script a re-ask."""

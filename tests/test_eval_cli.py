@@ -17,6 +17,7 @@ from evidex.evaluate.gate import check_gates, load_gates
 from evidex.harness.ports import ReviewRequest
 from evidex.store import open_store
 from tests.evalkit import MARK, TIERS, MarkerJudge, ScoringJudge, golden_rows, write_golden
+from tests.evalkit import write_gates as _gates
 
 
 @pytest.fixture(autouse=True)
@@ -138,12 +139,6 @@ def test_calibrate_then_eval_warns_when_the_calibration_is_stale(
     assert "stale calibration" in err
     code, _, err = run(capsys, "calibrate", "rerank", "--golden", str(golden), "-j", "scoring")
     assert code == 2 and "implemented for the tier, sufficiency jobs, not 'rerank'" in err
-
-
-def _gates(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "gates.toml"
-    path.write_text(body, encoding="utf-8")
-    return path
 
 
 def test_gate_runs_evaluations_and_fails_under_the_floor(

@@ -272,6 +272,39 @@ def test_bootstrap_is_seeded_and_brackets_the_value() -> None:
     assert first.samples == 300
 
 
+def test_several_figures_share_resamples_and_equal_their_single_intervals() -> None:
+    rng = random.Random(7)
+    pairs = [(g, g if rng.random() < 0.6 else rng.choice(TIERS)) for g in TIERS * 10]
+
+    def kappa(sample: list[tuple[str, str]]) -> float:
+        return m.cohen_kappa([g for g, _ in sample], [p for _, p in sample], TIERS)
+
+    def accuracy(sample: list[tuple[str, str]]) -> float:
+        return m.accuracy([g for g, _ in sample], [p for _, p in sample])
+
+    both = m.bootstrap_cis(
+        pairs, lambda s: {"kappa": kappa(s), "accuracy": accuracy(s)}, samples=200, seed=4
+    )
+    assert both["kappa"] == m.bootstrap_ci(pairs, kappa, samples=200, seed=4)
+    assert both["accuracy"] == m.bootstrap_ci(pairs, accuracy, samples=200, seed=4)
+
+
+def test_the_matrix_forms_equal_the_list_forms() -> None:
+    rng = random.Random(11)
+    gold = [rng.choice(TIERS[:3]) for _ in range(60)]  # one tier never golden
+    pred = [rng.choice(TIERS) for _ in range(60)]
+    matrix = m.confusion_matrix(gold, pred, TIERS)
+    assert m.accuracy_from_matrix(matrix) == m.accuracy(gold, pred)
+    assert m.macro_f1_from_matrix(matrix, TIERS) == m.macro_f1(gold, pred)
+    for boundary in TIERS[:-1]:
+        binary = m.kappa_from_matrix(m.collapse_at(matrix, TIERS, boundary))
+        positive = set(TIERS[: TIERS.index(boundary) + 1])
+        expected = cohen_kappa_score([g in positive for g in gold], [p in positive for p in pred])
+        assert binary == pytest.approx(expected)
+    assert math.isnan(m.accuracy_from_matrix(np.zeros((4, 4), dtype=np.int64)))
+    assert math.isnan(m.macro_f1_from_matrix(np.zeros((4, 4), dtype=np.int64), TIERS))
+
+
 def test_bootstrap_of_an_undefined_statistic_has_no_bounds() -> None:
     pairs = [("a", "a")] * 10
 

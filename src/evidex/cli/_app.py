@@ -59,9 +59,22 @@ def _root(
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2
 
+TWO_WORD_COMMANDS = frozenset({"eval compare"})
+"""Commands named by two words whose first is also a command of its own: ``evidex eval JOB``
+takes any word as its job, so ``evidex eval compare`` is registered under its whole name and
+the two words of the command line are joined into it before parsing."""
+
+
+def joined(argv: list[str]) -> list[str]:
+    """``argv`` with the two words of a :data:`TWO_WORD_COMMANDS` command joined into one."""
+    if len(argv) >= 2 and f"{argv[0]} {argv[1]}" in TWO_WORD_COMMANDS:
+        return [f"{argv[0]} {argv[1]}", *argv[2:]]
+    return argv
+
 
 def run(argv: list[str]) -> int:
     """Run the app and map errors to exit codes: usage/input → 2, anything else → 1."""
+    argv = joined(argv)
     try:
         # Without standalone mode, click returns the code of a ``typer.Exit(code)`` instead of
         # exiting: pass it on, so commands such as ``gate`` can signal a missed floor.

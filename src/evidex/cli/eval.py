@@ -1,8 +1,7 @@
-"""``evidex eval``, ``evidex calibrate``, ``evidex gate`` and ``evidex review export``.
+"""``evidex eval`` and ``evidex calibrate``: thin layers over :mod:`evidex.evaluate`.
 
-Thin layers over :mod:`evidex.evaluate`. ``evidex gate`` exits with 1 when a metric is under its
-floor (:class:`~evidex.evaluate.gate.GatesFailed`, a run-time error: the configuration was
-fine), 2 on a bad configuration and 0 when every gate passes.
+Comparing two runs (``evidex eval compare``) and the release gates (``evidex gate``) are in
+:mod:`evidex.cli.gate`.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from evidex.cli._judge import endpoint_options, judge_options
 from evidex.cli._options import tiers_option, unset_option
 from evidex.errors import ConfigError
 from evidex.evaluate.calibration import CALIBRATION_FILE
-from evidex.evaluate.gate import GatesFailed, check_gates, load_gates
 from evidex.evaluate.plots import fmt_value
 from evidex.evaluate.registry import EvalOptions, load_file_options
 from evidex.evaluate.run import evaluate, score_predictions
@@ -36,7 +34,6 @@ __all__ = [
     "GoldenFlags",
     "calibrate_command",
     "eval_command",
-    "gate_command",
     "golden_flags",
 ]
 
@@ -225,7 +222,8 @@ def eval_command(
 ) -> None:
     """Evaluate a job against a golden set (a JSONL file or a TREC DL, LLMJudge, WiCE or
     SciFact folder): its figures with intervals, confusion matrix, worst disagreements.
-    Writes report.json, report.md and predictions.jsonl; resumable."""
+    Writes report.json, report.md and predictions.jsonl; resumable. To compare two runs item
+    by item: evidex eval compare BASELINE REPORT."""
     job_options = {
         "batch_size": batch_size,
         "strategy": strategy,
@@ -406,31 +404,6 @@ def _print_band(console: Console, record: dict[str, Any]) -> None:
             f"; to grade with this band, add --judge-option band_path={fitted['band_file']}"
         )
     )
-
-
-@app.command("gate")
-def gate_command(
-    config: Annotated[
-        Path, typer.Option("--config", "-c", metavar="FILE", help="Gates file (TOML).")
-    ] = Path("gates.toml"),
-) -> None:
-    """Check evaluation metrics against their floors; exit 1 when any is missed."""
-    results = check_gates(load_gates(config))
-    table = Table(title=f"release gates ({config})", title_justify="left")
-    for name in ("gate", "metric", "value", "floor", "result"):
-        table.add_column(name)
-    for r in results:
-        table.add_row(
-            r.gate,
-            r.metric,
-            fmt_value(r.value),
-            f"{r.floor:g}",
-            Text("pass", style="green") if r.passed else Text("FAIL", style="bold red"),
-        )
-    Console().print(table)
-    failed = [r for r in results if not r.passed]
-    if failed:
-        raise GatesFailed(f"{len(failed)} of {len(results)} gate metric(s) under their floor")
 
 
 def _evaluation_part(

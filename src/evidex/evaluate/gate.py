@@ -17,6 +17,21 @@
     report = "reports/eval-rerank/report.json"   # ... or read a report made earlier
     floors = { "nDCG@10" = 0.6, "P(rel=2)@10" = 0.4 }
 
+    [[gate]]
+    report = "reports/eval-tier/report.json"
+    baseline = "reports/baseline-tier/report.json"   # ... and against a pinned run
+    tolerance = 0.02                                  # optional, default 0
+    floors = { kappa = 0.0 }
+
+**Against a baseline.** A gate with a ``baseline`` report (or every gate of the baseline's job,
+with ``evidex gate --baseline FILE``) also compares its report with the baseline on the metrics
+it has floors for (:func:`evidex.evaluate.compare.compare_reports`: a paired bootstrap over the
+items both reports hold, the gate's ``seed``). It fails on a **significant regression**: the
+95% interval of the difference (report minus baseline) lies wholly below ``-tolerance`` for a
+figure where higher is better (wholly above ``tolerance`` where lower is better); a drop whose
+interval reaches that line is noise the golden set cannot tell apart, and passes. Shares with
+no better direction (``abstention_rate``, ``escalation_rate``) are never a regression.
+
 ``options`` are those of ``evidex eval`` for the job (``tiers`` and ``taxonomy`` name files,
 ``strategy``, ``top_n``, ``batch_size``...); the gate measures the job as it will run.
 Relative paths are resolved from the file's folder. Metric names are measure strings
@@ -44,11 +59,20 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["Gate", "GateResult", "GatesFailed", "check_gates", "load_gates"]
+__all__ = [
+    "BaselineResult",
+    "Gate",
+    "GateResult",
+    "GateRun",
+    "GatesFailed",
+    "check_gates",
+    "load_gates",
+    "run_gates",
+]
 
 _KEYS = {
     "name", "job", "golden", "judge", "sample", "seed", "output", "report", "floors", "options",
-    "judge_options",
+    "judge_options", "baseline", "tolerance",
 }  # fmt: skip
 
 
@@ -70,6 +94,10 @@ class Gate:
     output: Path | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
     judge_options: Mapping[str, Any] = field(default_factory=dict)
+    baseline: Path | None = None
+    """A report of an earlier run to compare with (see the module's docstring)."""
+    tolerance: float = 0.0
+    """How far a metric may fall against the baseline before a significant fall fails."""
 
 
 @dataclass(frozen=True)
@@ -80,6 +108,46 @@ class GateResult:
     floor: float
     passed: bool
     report: str
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """One gated metric against the baseline: the paired interval of the difference."""
+
+    gate: str
+    metric: str
+    baseline_value: float
+    value: float
+    difference: float
+    low: float
+    high: float
+    tolerance: float
+    regressed: bool
+    baseline: str
+    report: str
+    unit: str
+
+    def message(self) -> str:
+        """What a failed check says: the metric, the change and its interval."""
+        return (
+            f"{self.metric} went from {self.baseline_value:.3f} to {self.value:.3f} "
+            f"({self.difference:+.3f}, 95% interval {self.low:+.3f} to {self.high:+.3f} over "
+            f"the {self.unit}s both reports hold, wholly beyond the tolerance of "
+            f"{self.tolerance:g}) against {self.baseline}"
+        )
+
+
+@dataclass(frozen=True)
+class GateRun:
+    """What ``evidex gate`` checked: every floor, and every gated metric of a gate that has a
+    baseline against it."""
+
+    floors: list[GateResult]
+    baselines: list[BaselineResult]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.floors) and not any(r.regressed for r in self.baselines)
 
 
 def load_gates(path: str | Path) -> list[Gate]:
@@ -133,6 +201,9 @@ def _gate(path: Path, number: int, entry: Mapping[str, Any]) -> Gate:
             raise ConfigError(f"{where}: '{key}' must be a table, got {table!r}")
         tables[key] = table
     options = {k: base / str(v) if k in FILE_OPTIONS else v for k, v in tables["options"].items()}
+    tolerance = entry.get("tolerance", 0.0)
+    if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or tolerance < 0:
+        raise ConfigError(f"{where}: 'tolerance' must be a number of at least 0, got {tolerance!r}")
     return Gate(
         name=name,
         floors=tuple(parsed),
@@ -145,6 +216,8 @@ def _gate(path: Path, number: int, entry: Mapping[str, Any]) -> Gate:
         output=resolve("output"),
         options=options,
         judge_options=tables["judge_options"],
+        baseline=resolve("baseline"),
+        tolerance=float(tolerance),
     )
 
 
@@ -152,16 +225,35 @@ Runner = Callable[[Gate], Mapping[str, Any]]
 
 
 def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult]:
-    """Each gate's metrics against their floors. A gate with a ``report`` reads it when it
-    exists; the others are evaluated with ``run`` (default: :func:`.run.evaluate`).
+    """Each gate's metrics against their floors (see :func:`run_gates`, which also compares
+    with a baseline)."""
+    return run_gates(gates, run).floors
 
-    The reports that gates only read are checked first, all of them: a missing report or a
-    metric it lacks is a :class:`ConfigError` naming every such gate before any evaluation
-    runs, since an evaluation may take minutes and the outcome would be exit 2 all the same."""
+
+def run_gates(
+    gates: list[Gate],
+    run: Runner | None = None,
+    *,
+    baseline: str | Path | None = None,
+    tolerance: float | None = None,
+) -> GateRun:
+    """Each gate's metrics against their floors and, for a gate with a baseline, against it.
+
+    A gate with a ``report`` reads it when it exists; the others are evaluated with ``run``
+    (default: :func:`.run.evaluate`). ``baseline`` is the baseline of every gate whose report
+    is of its job (``evidex gate --baseline``), ``tolerance`` the tolerance of every gate; each
+    in place of what the gates file says.
+
+    The reports that gates only read, and the baselines, are checked first, all of them: a
+    missing report, a metric it lacks or a baseline that cannot be compared is a
+    :class:`ConfigError` naming every such gate before any evaluation runs, since an
+    evaluation may take minutes and the outcome would be exit 2 all the same."""
     run = run or _evaluate
     _check_reports(gates)
-    results = []
-    for gate in gates:
+    baselines = _baselines(gates, baseline)
+    floors: list[GateResult] = []
+    compared: list[BaselineResult] = []
+    for gate, pinned in zip(gates, baselines, strict=True):
         report: Mapping[str, Any]
         if gate.report is not None and gate.report.exists():
             report, source = read_json_object(gate.report, "report"), str(gate.report)
@@ -170,25 +262,101 @@ def check_gates(gates: list[Gate], run: Runner | None = None) -> list[GateResult
             source = str((gate.output or Path(f"reports/gate-{gate.job}")) / "report.json")
         else:
             raise ConfigError(f"gate {gate.name!r}: report {gate.report} does not exist")
-        metrics = report.get("metrics", {})
-        for metric, floor in gate.floors:
-            if metric not in metrics:
-                raise ConfigError(
-                    f"gate {gate.name!r}: the report {source} has no metric {metric!r}; it has "
-                    f"{', '.join(sorted(metrics))}"
-                )
-            value = metrics[metric]
-            defined = isinstance(value, (int, float)) and not math.isnan(value)
-            results.append(
-                GateResult(
-                    gate=gate.name,
-                    metric=metric,
-                    value=float(value) if defined else None,
-                    floor=floor,
-                    passed=defined and float(value) >= floor,
-                    report=source,
-                )
+        floors += _floors(gate, report, source)
+        if pinned is not None:
+            allowed = gate.tolerance if tolerance is None else tolerance
+            compared += _against(gate, report, source, pinned, allowed)
+    return GateRun(floors, compared)
+
+
+def _floors(gate: Gate, report: Mapping[str, Any], source: str) -> list[GateResult]:
+    metrics = report.get("metrics", {})
+    results = []
+    for metric, floor in gate.floors:
+        if metric not in metrics:
+            raise ConfigError(
+                f"gate {gate.name!r}: the report {source} has no metric {metric!r}; it has "
+                f"{', '.join(sorted(metrics))}"
             )
+        value = metrics[metric]
+        defined = isinstance(value, (int, float)) and not math.isnan(value)
+        results.append(
+            GateResult(
+                gate=gate.name,
+                metric=metric,
+                value=float(value) if defined else None,
+                floor=floor,
+                passed=defined and float(value) >= floor,
+                report=source,
+            )
+        )
+    return results
+
+
+Pinned = tuple[str, dict[str, Any]]
+"""A baseline: where it was read from, and the report."""
+
+
+def _baselines(gates: list[Gate], given: str | Path | None) -> list[Pinned | None]:
+    """The baseline report of each gate that has one, read and checked before anything runs:
+    ``given`` goes to every gate of its job (the job a gate's report file or ``job`` names)."""
+    from evidex.evaluate.run import read_report
+
+    cli = (str(given), read_report(given)) if given is not None else None
+    found: list[Pinned | None] = []
+    for gate in gates:
+        job = gate.job
+        if job is None and gate.report is not None and gate.report.exists():
+            job = read_json_object(gate.report, "report").get("job")
+        if cli is not None and job == cli[1].get("job"):
+            found.append(cli)
+        elif gate.baseline is not None:
+            found.append((str(gate.baseline), read_report(gate.baseline)))
+        else:
+            found.append(None)
+        if found[-1] is not None and gate.golden is None and gate.report is not None:
+            read_report(gate.report)  # a report only read is checked now, not after others ran
+    if cli is not None and not any(v is cli for v in found):
+        raise ConfigError(
+            f"the baseline {given} is a {cli[1].get('job')} report, and no gate checks "
+            f"{cli[1].get('job')}"
+        )
+    return found
+
+
+def _against(
+    gate: Gate,
+    report: Mapping[str, Any],
+    source: str,
+    pinned: Pinned,
+    tolerance: float,
+) -> list[BaselineResult]:
+    from evidex.evaluate.compare import check_report, compare_reports, regressed
+
+    check_report(report, source)
+    comparison = compare_reports(pinned[1], report, seed=gate.seed)
+    rows = {row["measure"]: row for row in comparison["metrics"]}
+    results = []
+    for metric, _ in gate.floors:
+        row = rows.get(metric)
+        if row is None or row["better"] is None:
+            continue  # not in the baseline, or a share with no better direction
+        results.append(
+            BaselineResult(
+                gate=gate.name,
+                metric=metric,
+                baseline_value=row["baseline"],
+                value=row["report"],
+                difference=row["difference"],
+                low=row["low"],
+                high=row["high"],
+                tolerance=tolerance,
+                regressed=regressed(row, tolerance),
+                baseline=pinned[0],
+                report=source,
+                unit=comparison["unit"],
+            )
+        )
     return results
 
 

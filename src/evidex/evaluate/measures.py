@@ -37,6 +37,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from evidex.errors import ConfigError
 
@@ -71,6 +72,8 @@ _DEFAULTS: dict[str, dict[str, str]] = {
     "citation_precision": {"avg": "micro"},
     "citation_recall": {"avg": "micro"},
 }
+_LOWER_IS_BETTER = frozenset({"false_abstention_rate"})
+_NO_BETTER_WAY = frozenset({"abstention_rate", "escalation_rate"})
 _SYNTAX = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*(?:\(([^)]*)\))?\s*(?:@\s*(\d+))?\s*$")
 
 
@@ -82,6 +85,16 @@ class Measure:
     name: str
     params: tuple[tuple[str, str], ...] = field(default=())
     cutoff: int | None = None
+
+    @property
+    def better(self) -> Literal["higher", "lower"] | None:
+        """Which way the figure improves: ``higher`` for agreement, ranking, citation and
+        claim figures, ``lower`` for the share of answerable questions abstained on, and
+        ``None`` for the shares whose right value depends on the golden set (abstention,
+        escalation): a comparison shows their change but never calls it a regression."""
+        if self.name in _LOWER_IS_BETTER:
+            return "lower"
+        return None if self.name in _NO_BETTER_WAY else "higher"
 
     def param(self, key: str) -> str:
         """A parameter's value, or its default."""

@@ -25,8 +25,9 @@ from typing import Any
 from evidex._text import sha256_hex, stable_json
 from evidex.config import load_settings
 from evidex.errors import InputError
-from evidex.evaluate._util import jsonable
+from evidex.evaluate._util import jsonable, read_json_object
 from evidex.evaluate.calibration import check_calibration
+from evidex.evaluate.compare import check_report
 from evidex.evaluate.golden import read_jsonl
 from evidex.evaluate.registry import EvalOptions, Evaluator, get_evaluator
 from evidex.harness.ports import StorePort
@@ -41,6 +42,7 @@ __all__ = [
     "evaluate",
     "golden_digest",
     "load_records",
+    "read_report",
     "sample_records",
     "score_predictions",
     "write_report",
@@ -263,6 +265,18 @@ def write_report(evaluator: Evaluator, report: dict[str, Any], out: Path) -> Non
         head.append(f"\n> **Warning:** {warning}")
     body = evaluator.markdown(report, out)
     (out / "report.md").write_text("\n".join(head) + "\n\n" + body.strip() + "\n", encoding="utf-8")
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """A ``report.json`` (or the folder holding one) as :func:`write_report` wrote it, checked
+    to keep its items: a comparison pairs them (an older report is an :class:`InputError`
+    saying how to write it again, see :func:`~evidex.evaluate.compare.check_report`)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "report.json"
+    report = read_json_object(path, "report")
+    check_report(report, str(path))
+    return report
 
 
 def _read_progress(path: Path, fingerprint: str) -> dict[str, list[dict[str, Any]]]:
