@@ -169,3 +169,23 @@ def test_strict_fails_on_a_missing_readme_part_or_reference(
     done = _build(copy / "mkdocs.yml", tmp_path / "site")
     assert done.returncode != 0
     assert named in done.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.network
+def test_the_screenshot_script_shoots_the_ui_of_a_real_service(tmp_path: Path) -> None:
+    """docs/screenshots.py as the docs use it: a real `evidex serve`, Chromium, three PNGs."""
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("no Chromium at /usr/bin/chromium (apt-get install chromium)")
+    pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "docs" / "screenshots.py"), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "EVIDEX_DB": str(tmp_path / "unused.db")},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    for name in ("ui-queue", "ui-item", "ui-agreement"):
+        shot = (tmp_path / f"{name}.png").read_bytes()
+        assert shot.startswith(b"\x89PNG") and len(shot) > 20_000, name

@@ -3,8 +3,8 @@
 - Headless Chromium (Debian's ``/usr/bin/chromium``, driven by playwright; never a downloaded
   browser) against the service on a loopback uvicorn server, over items a real tier run routed
   to review: log in, filter, open an item, override its tier with a key, resolve, watch the
-  agreement panel change, log out, and see nothing after. ``EVIDEX_UPDATE_SCREENSHOTS=1``
-  writes ``docs/screenshots/ui-{queue,item,agreement}.png``.
+  agreement panel change, log out, and see nothing after. (``docs/screenshots.py`` takes the
+  docs' screenshots of the same pages.)
 - Two uvicorn replicas sharing one PostgreSQL database: a login on one is a session on the
   other, and two reviewers resolving the same items across replicas never both succeed.
 """
@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import threading
 from collections.abc import Iterator
@@ -35,7 +34,6 @@ with contextlib.suppress(pytest.skip.Exception):  # skips itself without psycopg
     from tests.test_store_postgres import pg_url  # noqa: F401  (the server fixture, reused)
 
 CHROMIUM = Path("/usr/bin/chromium")
-SHOTS = Path(__file__).resolve().parents[1] / "docs" / "screenshots"
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -104,12 +102,6 @@ def _routed(store: SqlStore) -> list[int]:
     return [*first.review_item_ids, *fallback.review_item_ids]
 
 
-def _shot(page: Any, name: str) -> None:
-    if os.environ.get("EVIDEX_UPDATE_SCREENSHOTS") == "1":
-        SHOTS.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(SHOTS / f"ui-{name}.png"), full_page=True)
-
-
 @pytest.mark.network
 def test_a_reviewer_works_the_queue_in_a_real_browser(chromium: Any, tmp_path: Path) -> None:
     store = open_store(f"sqlite:///{tmp_path / 'ui.db'}")
@@ -132,7 +124,6 @@ def test_a_reviewer_works_the_queue_in_a_real_browser(chromium: Any, tmp_path: P
         page.click("aside.filters button[type=submit]")
         page.wait_for_url(re.compile(r".*reason=high\+risk.*"))
         assert page.text_content("#total") == "3"
-        _shot(page, "queue")
 
         page.goto(f"{base}/ui/agreement")
         assert "No resolved items yet" in page.content()
@@ -149,7 +140,6 @@ def test_a_reviewer_works_the_queue_in_a_real_browser(chromium: Any, tmp_path: P
         assert page.is_checked('input[name="verdict"][data-key="2"]')
         page.fill("#note", "background, not the number")
         page.focus('input[name="verdict"][data-key="2"]')
-        _shot(page, "item")
         page.keyboard.press("Enter")
         page.wait_for_selector(f"text=Resolved item {items[0]}.")
         resolved = store.get_review(items[0])
@@ -171,7 +161,6 @@ def test_a_reviewer_works_the_queue_in_a_real_browser(chromium: Any, tmp_path: P
         row = page.locator('tr[data-job="tier"]')
         assert row.locator("td.col-items").text_content() == "2"
         assert row.locator("td.col-pairs").text_content() == "2"
-        _shot(page, "agreement")
 
         # log out: the session ends, and no page shows anything any more
         page.click("text=Log out")
