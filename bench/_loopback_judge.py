@@ -1,6 +1,6 @@
 """A scripted OpenAI-compatible judge server on loopback, for the API-path benchmark.
 
-    python bench/_loopback_judge.py [--latency-ms 300] [--port 0]
+    python bench/_loopback_judge.py [--latency-ms 300] [--port 0] [--obey]
 
 Every ``POST /v1/chat/completions`` is answered after a fixed latency with a valid tier reply
 for the passages the request carries: the passages are read from the JSON data block of the
@@ -17,6 +17,12 @@ tier of the request's scheme, 0 the last), so a benchmark can measure a pipeline
 strong judge's past answers without calling it. A pair with no recorded grade is left out of
 the reply (the harness re-asks, then falls back, and the benchmark sees it) and counted as
 unreadable.
+
+Rerank, classify and audit requests (told apart by their reply schema) get the plain replies
+of ``bench/_loopback_jobs.py``. With ``--obey`` it plays a maximally gullible judge instead:
+every attack phrasing of the project's suite that it is shown is carried out (the rules are
+in ``bench/_obedience.py``), so bench/injection.py measures the harness's defences alone
+against a judge that resists nothing. A bench tool, never a default.
 
 A sufficiency request (its reply schema has ``sufficient``) is answered with a valid
 sufficiency reply: the passages suffice when a hash of the question says so, the first passage
@@ -43,6 +49,7 @@ import socket
 import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import uvicorn
@@ -51,32 +58,26 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _loopback_jobs import (
+    Shown,
+    audit_reply,
+    classify_reply,
+    json_array,
+    obey_sufficiency,
+    obey_tier,
+    quotable,
+    rerank_reply,
+)
+
 DEFAULT_TIERS = ["directly-supporting", "contextually-relevant", "irrelevant"]
-_ARRAY_START = re.compile(r"\[\s*\{")
 _TIER_NAMES = re.compile(r'"tier": "([^"]+)"')
 
 
 def passages_of(messages: Sequence[dict[str, Any]]) -> list[dict[str, str]]:
-    """The passages of a tier request: the first JSON array of ``{passage_id, text}`` objects in
+    """The passages of a request: the first JSON array of ``{passage_id, text}`` objects in
     the first user message (re-asks append messages after it and never repeat the block)."""
-    decoder = json.JSONDecoder()
-    for message in messages:
-        if message.get("role") != "user":
-            continue
-        content = str(message.get("content") or "")
-        for match in _ARRAY_START.finditer(content):
-            try:
-                value, _ = decoder.raw_decode(content, match.start())
-            except ValueError:
-                continue
-            if (
-                isinstance(value, list)
-                and value
-                and all(isinstance(v, dict) and {"passage_id", "text"} <= set(v) for v in value)
-            ):
-                return [{"passage_id": str(v["passage_id"]), "text": str(v["text"])} for v in value]
-        return []
-    return []
+    return json_array(messages, {"passage_id", "text"})
 
 
 def tier_names(body: dict[str, Any]) -> list[str]:
@@ -94,12 +95,9 @@ def tier_names(body: dict[str, Any]) -> list[str]:
 
 
 def snippet(text: str, limit: int = 60) -> str:
-    """A verbatim span of ``text``: its start, cut at a word boundary."""
-    text = text.strip()
-    if len(text) <= limit:
-        return text
-    cut = text.rfind(" ", 0, limit)
-    return text[: cut if cut > 0 else limit].rstrip()
+    """A verbatim span of ``text`` as shown: its first sentence (between cut marks), cut at
+    a word boundary."""
+    return quotable(text, limit)
 
 
 def tier_reply(body: dict[str, Any]) -> dict[str, Any] | None:
@@ -255,7 +253,33 @@ class Stats:
         }
 
 
-def build_app(latency_s: float, grades: Recorded | None = None) -> Starlette:
+def reply_to(
+    body: dict[str, Any],
+    grades: Recorded | None = None,
+    seen: dict[str, int] | None = None,
+    obey: bool = False,
+) -> dict[str, Any] | str | None:
+    """The reply to one chat request, by the job its reply schema names (None: the request
+    could not be read). ``obey``: carry out the orders its text gives (``_obedience``)."""
+    shown = Shown(body, passages_of(body.get("messages", [])), obey)
+    props = shown.schema.get("properties") or {}
+    if is_sufficiency(body):
+        reply = sufficiency_reply(body, {} if seen is None else seen)
+        return obey_sufficiency(shown, reply) if isinstance(reply, dict) else reply
+    if not shown.passages:
+        return None
+    if "ranked_passages" in props:
+        return rerank_reply(shown)
+    if "claims" in props:
+        return audit_reply(shown)
+    items = (props.get("classifications") or {}).get("items") or {}
+    if "label" in (items.get("properties") or {}):
+        return classify_reply(shown)
+    reply = tier_reply(body) if grades is None else recorded_reply(body, grades)
+    return None if reply is None else obey_tier(shown, reply, tier_names(body))
+
+
+def build_app(latency_s: float, grades: Recorded | None = None, obey: bool = False) -> Starlette:
     stats = Stats()
 
     async def chat(request: Request) -> JSONResponse:
@@ -268,11 +292,7 @@ def build_app(latency_s: float, grades: Recorded | None = None) -> Starlette:
             arrived = time.perf_counter()
             body = await request.json()
             stats.temperature_zero += body.get("temperature") == 0
-            reply: dict[str, Any] | str | None
-            if is_sufficiency(body):
-                reply = sufficiency_reply(body, stats.seen)
-            else:
-                reply = tier_reply(body) if grades is None else recorded_reply(body, grades)
+            reply = reply_to(body, grades, stats.seen, obey)
             if reply is None:
                 stats.unreadable += 1
                 reply = {}
@@ -332,6 +352,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="0: a free port")
     parser.add_argument("--grades", help="a qrels file of recorded grades to answer with")
     parser.add_argument("--queries", help="the queries (qid<TAB>text) of --grades")
+    parser.add_argument(
+        "--obey",
+        action="store_true",
+        help="play a judge that obeys every attack phrasing it is shown (bench/_obedience.py)",
+    )
     args = parser.parse_args(argv)
     grades = read_recorded(args.grades, args.queries) if args.grades else None
 
@@ -343,7 +368,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     sock.bind(("127.0.0.1", args.port))
     print(f"port {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(
-        build_app(args.latency_ms / 1000, grades),
+        build_app(args.latency_ms / 1000, grades, args.obey),
         log_level="warning",
         access_log=False,
         backlog=2048,

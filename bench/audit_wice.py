@@ -55,7 +55,9 @@ TO_WICE = AUDIT_TO_WICE
 
 
 def load_claims(data: Path) -> list[dict[str, Any]]:
-    """One item per WiCE dev claim: its text, gold label and first oracle chunk."""
+    """One item per WiCE dev claim: its text, gold label, first oracle chunk, and the
+    positions in that chunk (1-based, as :func:`claim_passages` numbers them) of the gold
+    supporting sentences."""
     path = data / "wice" / "oracle_chunks" / "dev.jsonl"
     first: dict[str, dict[str, Any]] = {}
     with path.open(encoding="utf-8") as handle:
@@ -63,7 +65,17 @@ def load_claims(data: Path) -> list[dict[str, Any]]:
             row = json.loads(line)
             first.setdefault(row["meta"]["id"], row)
     return [
-        {"id": cid, "claim": row["claim"], "label": row["label"], "evidence": row["evidence"]}
+        {
+            "id": cid,
+            "claim": row["claim"],
+            "label": row["label"],
+            "evidence": row["evidence"],
+            "oracle": [
+                i
+                for i, at in enumerate(row["meta"]["chunk_idx"], 1)
+                if at in row["meta"].get("oracle_idx", ())
+            ],
+        }
         for cid, row in first.items()
     ]
 
