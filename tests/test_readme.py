@@ -122,7 +122,7 @@ def test_the_custom_tiers_file_loads_and_grades(
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
-    exec(compile(_first_block("passages = ["), "README.md", "exec"), namespace)
+    exec(compile(_first_block("passages = [\n"), "README.md", "exec"), namespace)
     exec(
         compile(_first_block('TierScheme.from_file("tiers.yaml")'), "README.md", "exec"), namespace
     )
@@ -204,7 +204,7 @@ def test_the_classify_and_audit_snippets_run_as_written(
 def test_the_tracing_snippet_prints_nested_spans_as_written(tmp_path: Path) -> None:
     """Run in a fresh interpreter: the snippet sets the process's global tracer provider."""
     pytest.importorskip("opentelemetry.sdk.trace")
-    code = _first_block("passages = [") + "\n" + _first_block("ConsoleSpanExporter")
+    code = _first_block("passages = [\n") + "\n" + _first_block("ConsoleSpanExporter")
     done = subprocess.run(
         [sys.executable, "-c", code],
         cwd=tmp_path,
