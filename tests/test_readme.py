@@ -46,7 +46,7 @@ def _first_block(marker: str) -> str:
 
 
 def test_tier_and_rerank_snippets_run(capsys: pytest.CaptureFixture[str]) -> None:
-    blocks = [b for b in _python_blocks() if "evidex.tier(" in b and "passages = [" in b]
+    blocks = [b for b in _python_blocks() if "evidex.tier(" in b and "passages = [\n" in b]
     blocks += [
         b
         for b in _python_blocks()
@@ -192,7 +192,7 @@ def test_the_classify_and_audit_snippets_run_as_written(
     judges.register_judge("local:qwen", factory)
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
-    for marker in ("passages = [", "evidex.classify(", "answer_text = "):
+    for marker in ("passages = [\n", "evidex.classify(", "answer_text = "):
         exec(compile(_first_block(marker), "README.md", "exec"), namespace)
     out = capsys.readouterr().out
     assert "REFUND 0.9 [('r1', 'Orders not delivered within 30 days are refunded in full.')]" in out
@@ -244,7 +244,7 @@ def test_the_price_table_snippets_load_and_price_as_written(
     judges.register_judge("openai", factory)
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
-    for marker in ("passages = [", "from evidex.pricing import Price"):
+    for marker in ("passages = [\n", "from evidex.pricing import Price"):
         exec(compile(_first_block(marker), "README.md", "exec"), namespace)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert last == f"1 1 100 {(100 * 0.15 + 20 * 0.60) / 1e6}"
@@ -256,7 +256,7 @@ def test_the_grounding_and_custom_prompt_snippets_run_as_written(
     """With the embedded judge, after the tier snippet that defines ``passages``."""
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
-    for marker in ("passages = [", "check_grounding=True", "evidex.Prompt("):
+    for marker in ("passages = [\n", "check_grounding=True", "evidex.Prompt("):
         exec(compile(_first_block(marker), "README.md", "exec"), namespace)
     grounding = namespace["g"]
     assert grounding.answered is True and grounding.supporting == ["p1"]  # type: ignore[attr-defined]
@@ -364,7 +364,7 @@ def test_the_chain_snippet_answers_or_abstains_as_written(
     judges.register_judge("openai", factory)
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
-    for marker in ("passages = [", "sufficiency=check"):
+    for marker in ("passages = [\n", "sufficiency=check"):
         exec(compile(_first_block(marker), "README.md", "exec"), namespace)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     steps = [r.step for judge in built for r in judge.requests]
