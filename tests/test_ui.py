@@ -21,8 +21,9 @@ from fastapi.testclient import TestClient
 from evidex.errors import ReviewConflict
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
+from evidex.review_policy import reason_kind
 from evidex.service import create_app
-from evidex.service._ui_views import filter_queue, highlight, reason_kind
+from evidex.service._ui_views import filter_queue, highlight
 from evidex.service.auth import SESSION_COOKIE
 from evidex.store import SqlStore, open_store
 from evidex.store._util import now
@@ -433,7 +434,7 @@ def test_item_page_shows_why_grades_and_each_attempt(client: TestClient, store: 
 def test_the_script_and_style_are_cached_by_version_and_pages_never(
     client: TestClient, store: SqlStore, tmp_path: Path
 ) -> None:
-    from evidex.service.ui import static_version
+    from evidex.service._ui_pages import static_version
 
     logged_in(client, store)
     page = client.get("/ui/")

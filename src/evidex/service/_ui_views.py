@@ -10,17 +10,18 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from evidex.jobs import ReviewPayload, review_kind
+from evidex.review_policy import reason_kind
 
 __all__ = [
     "AGES",
     "FACETS",
+    "UNASSIGNED",
     "Marked",
     "QueueView",
     "attempts_of",
@@ -29,32 +30,19 @@ __all__ = [
     "format_age",
     "highlight",
     "item_view",
-    "reason_kind",
 ]
 
-FACETS = ("job", "reason", "risk", "judge", "prompt", "age")
+FACETS = ("job", "reason", "risk", "judge", "prompt", "age", "assignee")
 """The queue's filters, in the order the page shows them."""
+
+UNASSIGNED = "nobody"
+"""The assignee filter's value of the items assigned to nobody."""
 
 AGES = (("1h", 3600.0), ("1d", 86400.0), ("7d", 7 * 86400.0), ("older", math.inf))
 """Age buckets: an item is in the first bucket whose limit its age is under."""
 
 MAX_LISTED = 200
 """Rows the queue page lists at once; the counts cover every item."""
-
-
-def reason_kind(reason: str) -> str:
-    """The kind of a review reason, for filtering: reasons are sentences with numbers in them
-    (``fallback after 3 attempt(s): ...``), and one filter value per sentence would not
-    group anything."""
-    text = reason.strip().lower()
-    if text.startswith("fallback"):
-        return "fallback"
-    if text.startswith("high risk"):
-        return "high risk"
-    if text.startswith("confidence") and "below the threshold" in text:
-        return "low confidence"
-    head = re.split(r"[:;(]", text, maxsplit=1)[0].strip()
-    return re.sub(r"\d+(\.\d+)?", "N", head)[:40] or "other"
 
 
 def _age(created: datetime | None, now: datetime) -> str:
@@ -100,6 +88,7 @@ def filter_queue(
             "judge": prov.get("judge_id") or "unknown",
             "prompt": prov.get("prompt_version") or "unknown",
             "age": _age(summary.get("created_at"), now),
+            "assignee": str(summary.get("assignee") or UNASSIGNED),
         }
         created = summary.get("created_at")
         age = format_age((now - created).total_seconds()) if created else ""
@@ -119,6 +108,8 @@ def filter_queue(
             if all(row["facet"][k] == v for k, v in chosen.items() if k != name):
                 counts[row["facet"][name]] = counts.get(row["facet"][name], 0) + 1
         order = [a for a, _ in AGES] if name == "age" else sorted(counts)
+        if name == "assignee":  # the named reviewers first, then the unassigned items
+            order = sorted(counts, key=lambda v: (v == UNASSIGNED, v))
         facets[name] = [(value, counts[value]) for value in order if value in counts]
     kept = [r for r in rows if all(r["facet"][k] == v for k, v in chosen.items())]
     return QueueView(rows=kept[:MAX_LISTED], total=len(kept), facets=facets)

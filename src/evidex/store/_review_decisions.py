@@ -232,6 +232,15 @@ class ReviewDecisions:
             item["decisions"] = [x for x in every.get(int(item["id"]), []) if x["kind"] == "review"]
         return items
 
+    def open_items_decided_by(self, reviewer: str) -> set[int]:
+        """The pending items ``reviewer`` has decided, that wait for others' decisions."""
+        query = (
+            sa.select(d.c.item_id)
+            .join(q, q.c.id == d.c.item_id)
+            .where(d.c.reviewer == reviewer, d.c.kind == "review", q.c.status == "pending")
+        )
+        return {int(r["item_id"]) for r in self._read(query)}
+
     def resolved_by_reviewer(self, since: datetime) -> dict[str, int]:
         """How many decisions each reviewer made at or after ``since`` (adjudications too: one
         grouped count); a decision recorded without a name counts under ``""``."""

@@ -1,7 +1,14 @@
-// Keyboard shortcuts and the decision check of the evidex review UI (no build step, no
-// dependency). j/n next, k/p previous (an item, or a row of the queue); 1-9 choose a tier;
-// r reject; Enter or Ctrl+Enter resolve. Keys typed into a text field stay in the field,
-// except Ctrl+Enter, which resolves from anywhere.
+// Keyboard shortcuts, the decision check and the moves between items of the evidex review UI
+// (no build step, no dependency). j/n next, k/p previous (an item, or a row of the queue);
+// 1-9 choose a tier; r reject; w write a note (Esc leaves it); Enter or Ctrl+Enter resolve;
+// c claim the next free item (the queue). Keys typed into a text field stay in the field,
+// except Ctrl+Enter, which resolves from anywhere, and Esc.
+//
+// Between items nothing reloads: a form marked data-partial (deciding, claiming, assigning)
+// is posted with fetch, and the next and previous links are fetched, asking the server for
+// the page's fragment (X-Evidex-Fragment: 1); the <main> and the key legend it answers are
+// swapped in, the address follows (history.pushState; Back and Forward fetch again). A page
+// without this script (or a fetch that fails) posts and loads whole pages, as it always did.
 //
 // Nothing is preselected. Each choice the reviewer must make is marked data-field="what it
 // is" (a radio group's fieldset, a select, a rank input, a group of checkboxes); data-when=
@@ -33,9 +40,95 @@
     var form = decisionForm();
     if (!form) return false;
     if (form.requestSubmit) form.requestSubmit();
-    else if (checkDecision(form)) form.submit();
+    else if (checkDecision(form) && !partialSubmit(form)) form.submit();
     return true;
   }
+
+  // ---------------------------------------------------------------- moving without reloads
+
+  var busy = false;
+
+  function swap(html, url, push) {
+    var doc = new DOMParser().parseFromString(html, "text/html");
+    var main = doc.querySelector("main");
+    var old = document.querySelector("main");
+    if (!main || !old) return false;
+    old.parentNode.replaceChild(document.importNode(main, true), old);
+    var keys = doc.querySelector("footer.keys");
+    var oldKeys = document.querySelector("footer.keys");
+    if (oldKeys) oldKeys.parentNode.removeChild(oldKeys);
+    if (keys) document.body.appendChild(document.importNode(keys, true));
+    document.title = main.getAttribute("data-title") || document.title;
+    document.body.setAttribute("data-page", main.getAttribute("data-page") || "");
+    if (push) window.history.pushState({ partial: true }, "", url);
+    if (document.activeElement && document.activeElement.blur) document.activeElement.blur();
+    window.scrollTo(0, 0);
+    return true;
+  }
+
+  // Fetch a page's fragment and swap it in; a whole page where that cannot be done (the
+  // login page, a network error). `push`: the address becomes the answer's (a redirect's
+  // target), else it stays (a refused decision answers on the form's own page).
+  function fetchInto(url, init, push) {
+    if (!window.fetch || !window.DOMParser || !window.history.pushState) return false;
+    busy = true;
+    init.headers = { "X-Evidex-Fragment": "1" };
+    init.credentials = "same-origin";
+    window.fetch(url, init).then(function (response) {
+      var landed = response.url || url;
+      var type = response.headers.get("Content-Type") || "";
+      if (landed.indexOf("/ui/login") >= 0 || type.indexOf("text/html") < 0) {
+        window.location.assign(landed);
+        return null;
+      }
+      return response.text().then(function (html) {
+        if (!swap(html, landed, push && (response.redirected || init.method === "GET"))) {
+          window.location.assign(landed);
+        }
+      });
+    }).catch(function () {
+      window.location.assign(url);
+    }).then(function () { busy = false; });
+    return true;
+  }
+
+  function partialSubmit(form) {
+    if (!form.hasAttribute("data-partial") || busy) return busy;
+    var body = new URLSearchParams();
+    each(form.elements, function (el) {
+      if (!el.name || el.disabled) return;
+      var type = (el.type || "").toLowerCase();
+      if ((type === "radio" || type === "checkbox") && !el.checked) return;
+      if (type === "submit" || type === "button") return;
+      if (el.tagName.toLowerCase() === "select" && el.multiple) {
+        each(el.options, function (o) { if (o.selected) body.append(el.name, o.value); });
+        return;
+      }
+      body.append(el.name, el.value);
+    });
+    var submitter = form.__submitter;
+    if (submitter && submitter.name) body.append(submitter.name, submitter.value);
+    return fetchInto(form.action, { method: "POST", body: body }, true);
+  }
+
+  function go(href) {
+    if (!fetchInto(href, { method: "GET" }, true)) window.location.assign(href);
+  }
+
+  window.addEventListener("popstate", function () {
+    if (!fetchInto(window.location.href, { method: "GET" }, false)) window.location.reload();
+  });
+
+  document.addEventListener("click", function (event) {
+    var target = event.target;
+    var button = target && target.closest ? target.closest("button[type=submit]") : null;
+    if (button && button.form) button.form.__submitter = button;
+    var link = target && target.closest ? target.closest("a[rel=next], a[rel=prev], a.item-link") : null;
+    if (link && !event.ctrlKey && !event.metaKey && !event.shiftKey && event.button === 0) {
+      event.preventDefault();
+      go(link.href);
+    }
+  });
 
   function each(list, fn) {
     Array.prototype.forEach.call(list, fn);
@@ -125,9 +218,14 @@
 
   document.addEventListener("submit", function (event) {
     var form = event.target;
-    if (form && form.classList && form.classList.contains("decision") && !checkDecision(form)) {
+    if (!form || !form.classList) return;
+    if (form.classList.contains("decision") && !checkDecision(form)) {
       event.preventDefault();
+      return;
     }
+    if (event.submitter) form.__submitter = event.submitter;
+    if (form.hasAttribute("data-partial") && partialSubmit(form)) event.preventDefault();
+    form.__submitter = null;
   });
 
   // Typing a rank or ticking a label chooses the verdict that needs it (when only one does).
@@ -146,7 +244,7 @@
 
   function follow(rel) {
     var link = document.querySelector('a[rel="' + rel + '"]');
-    if (link) window.location.assign(link.href);
+    if (link) go(link.href);
   }
 
   function moveRow(step) {
@@ -163,6 +261,11 @@
       if (submitDecision()) event.preventDefault();
       return;
     }
+    if (event.key === "Escape" && typing(target) && target.blur) {
+      target.blur();  // back to the keys
+      event.preventDefault();
+      return;
+    }
     var form = decisionForm();
     var inSelect = target && target.tagName && target.tagName.toLowerCase() === "select";
     if (event.key === "a" && form && !event.altKey && !event.ctrlKey && !event.metaKey &&
@@ -173,7 +276,19 @@
     if (event.altKey || event.ctrlKey || event.metaKey || typing(target)) return;
     var onQueue = document.body.getAttribute("data-page") === "queue";
     var key = event.key;
-    if (key === "j" || key === "n") {
+    if (key === "w" && form) {
+      var note = form.querySelector('textarea[name="note"]');
+      if (note) {
+        note.focus();
+        event.preventDefault();
+      }
+    } else if (key === "c" && onQueue) {
+      var claim = document.querySelector("form.claim-next");
+      if (claim) {
+        if (claim.requestSubmit) claim.requestSubmit(); else claim.submit();
+        event.preventDefault();
+      }
+    } else if (key === "j" || key === "n") {
       if (onQueue) moveRow(1); else follow("next");
       event.preventDefault();
     } else if (key === "k" || key === "p") {
