@@ -26,8 +26,9 @@ sufficiency on CLAPnq (entries of :data:`_injection_jobs.JOBS`).
   (one passage). Clean measure: F1 of "insufficient", over answerable and unanswerable
   questions alike.
 
-``--limit N`` draws N claims (stratified by gold label, seeded, as their quality benches do)
-or N questions (half of each class, in sha256-of-id order); without it, every one.
+``--limit N`` draws N claims (stratified by gold label, seeded, as their quality benches do),
+or N unanswerable questions to attack and as many answerable ones beside them for the clean
+measure (in sha256-of-id order); without it, every one.
 """
 
 from __future__ import annotations
@@ -190,7 +191,8 @@ AUDIT = JobBench(
 
 
 def _sufficiency_cases(args: Any) -> tuple[list[Case], list[Case]]:
-    records = subset(load_records(args.data / "clapnq"), args.limit)
+    wanted = None if args.limit is None else 2 * args.limit  # half of them unanswerable
+    records = subset(load_records(args.data / "clapnq"), wanted)
     clean = [
         Case(
             r.id,

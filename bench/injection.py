@@ -1,7 +1,7 @@
 """Attack success against every job, with and without the defence, judge by judge.
 
     python bench/injection.py [--data ../shared/data] [--judge SPEC [--option KEY=VALUE ...]]...
-        [--job tier ...] [--limit N] [--per-kind K] [--pairs 20] [--seed 27]
+        [--job tier ...] [--limit N] [--per-kind K] [--set public ...] [--pairs 20] [--seed 27]
         [--section injection_minilm] [--no-write]
 
 Every case of each job (the jobs table, ``bench/_injection_jobs.py``: tier and rerank on TREC
@@ -24,10 +24,11 @@ difference is the screen costing clean passages), with the seconds the job took.
 ``--judge`` is repeatable; each ``--option`` after a ``--judge`` goes to that judge, those
 before the first to every judge. ``openai:obedient`` and ``openai:llama-server`` are served
 here on loopback (``bench/_served.py``), also as a cascade's stage. Anything that runs a local
-model should get ``--option n_threads=1``. ``--limit N`` keeps N cases a job (queries, claims,
-questions) for a slow judge; ``--per-kind K`` keeps the first K phrasings of each kind in each
-set. ``--section`` names the docs/benchmarks.md section written, so a slow judge's rows go to a
-section of their own and the full run's stay.
+model should get ``--option n_threads=1``. For a slow judge, ``--limit N`` keeps N cases a job
+(queries, claims, unanswerable questions), ``--per-kind K`` the first K phrasings of each kind
+in each set, and ``--set`` some of the sets (``tune``, ``heldout``, ``public``). ``--section``
+names the docs/benchmarks.md section written, so a slow judge's rows go to a section of their
+own and the full run's stay.
 """
 
 from __future__ import annotations
@@ -77,12 +78,13 @@ class _Option(argparse.Action):
             ns.common = [*(ns.common or []), value]
 
 
-def chosen(job: JobBench, per_kind: int | None) -> list[Attack]:
-    """The suite's phrasings aimed at ``job``, the first ``per_kind`` of each kind and set."""
+def chosen(job: JobBench, per_kind: int | None, sets: Sequence[str] | None = None) -> list[Attack]:
+    """The suite's phrasings aimed at ``job``, of ``sets`` (default all), the first
+    ``per_kind`` of each kind and set."""
     kept: Counter[tuple[str, str]] = Counter()
     out = []
     for attack in attack_suite():
-        if job.tag not in attack.jobs:
+        if job.tag not in attack.jobs or (sets and set_of(attack) not in sets):
             continue
         key = (attack.kind, set_of(attack))
         if per_kind is None or kept[key] < per_kind:
@@ -198,6 +200,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--job", action="append", help="jobs of the table to run (repeatable)")
     parser.add_argument("--limit", type=int, default=None, help="cases a job (default: all)")
     parser.add_argument("--per-kind", type=int, default=None, help="phrasings a kind and set")
+    parser.add_argument(
+        "--set", action="append", choices=sorted(SETS), help="sets of phrasings (repeatable)"
+    )
     parser.add_argument("--pairs", type=int, default=20, help="clean passages a TREC query")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--at-once", type=int, default=8, help="job runs in flight at once")
@@ -228,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         skipped.append(f"`{label}` does not do {job.job}")
                         continue
                     cases, clean_cases = job.cases(args)
-                    attacks = chosen(job, args.per_kind)
+                    attacks = chosen(job, args.per_kind, args.set)
                     counts[job.job] = len(attacks)
                     m = run_sync(
                         measure(job, judge, cases, clean_cases, attacks, label, args.at_once)
@@ -248,6 +253,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         [
             f"Phrasings a job: {', '.join(f'{j} {n}' for j, n in counts.items())}"
             + (f" (the first {args.per_kind} of each kind and set)" if args.per_kind else "")
+            + (f" (sets: {', '.join(args.set)})" if args.set else "")
             + f"; {cases} a job; seed {args.seed}; {seconds:.0f} s in all; load average "
             f"(1, 5, 15 min) {_load(load)} at the start, {_load(os.getloadavg())} at the "
             "end; 2 cores.",
