@@ -15,14 +15,13 @@ import inspect
 import sys
 from typing import Any
 
-from site_tables import _cell, fields_table, fill_nav, options_table, paragraphs, prose
+from site_tables import cell, fields_table, fill_nav, options_table, paragraphs, prose
 
 JOBS_DIR = "jobs"
 
 
-def _calls(module_name: str) -> list[str]:
+def _calls(module: Any) -> list[str]:
     """The library calls a job module exports (its public functions)."""
-    module = importlib.import_module(module_name)
     names = getattr(module, "__all__", ())
     return [n for n in names if inspect.isfunction(getattr(module, n, None))]
 
@@ -52,7 +51,7 @@ def jobs_index() -> str:
     ]
     for d in definitions():
         lines.append(
-            f"| [{d.name}]({d.name}.md) | {_cell(d.summary)} | `{judges.get(d.name, '')}` "
+            f"| [{d.name}]({d.name}.md) | {cell(d.summary)} | `{judges.get(d.name, '')}` "
             f"| `evidex {d.name}` | `POST /{d.name}` |"
         )
     lines += [
@@ -94,7 +93,7 @@ def job_page(name: str) -> str:
     d = definition(name)
     module = _defining_module(d)
     judge = _default_judges().get(name, "")
-    calls = ", ".join(f"`{c}`" for c in _calls(module.__name__))
+    calls = ", ".join(f"`{c}`" for c in _calls(module))
     endpoints = [f"`POST /{name}`", *(f"`POST /{name}/{view}`" for view in d.views)]
     out = [
         f"# {name}",

@@ -111,7 +111,7 @@ def attribute_docs(model: type[BaseModel]) -> dict[str, str]:
     return docs
 
 
-def _cell(text: str) -> str:
+def cell(text: str) -> str:
     """Text for a table cell: ``|`` escaped outside code spans (inside them it is literal)."""
     parts = text.replace("\n", " ").split("`")
     return "`".join(p if i % 2 else p.replace("|", "\\|") for i, p in enumerate(parts))
@@ -140,7 +140,7 @@ def _table(header: list[str], rows: list[list[str]]) -> str:
     """A Markdown table; a column empty in every row (bounds, most often) is left out."""
     keep = [i for i in range(len(header)) if i == 0 or any(r[i] for r in rows)]
     lines = ["| " + " | ".join(header[i] for i in keep) + " |", "|" + "---|" * len(keep)]
-    lines += ["| " + " | ".join(_cell(r[i]) for i in keep) + " |" for r in rows]
+    lines += ["| " + " | ".join(cell(r[i]) for i in keep) + " |" for r in rows]
     return "\n".join(lines)
 
 
