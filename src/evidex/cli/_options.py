@@ -36,6 +36,7 @@ __all__ = [
     "job_option",
     "json_option",
     "labels_option",
+    "output_option",
     "passages_option",
     "query_option",
     "tiers_option",
@@ -175,16 +176,18 @@ RiskOpt = Annotated[
         help="How costly a wrong judgment is: high routes more results to human review.",
     ),
 ]
+
+
+def output_option(help: str) -> Any:
+    """The ``--output`` / ``-o`` option (a file, checked writable before any judging), with
+    the command's own help text."""
+    return unset_option(
+        "--output", "-o", metavar="FILE", dir_okay=False, callback=writable_output, help=help
+    )
+
+
 OutputOpt = Annotated[
-    Path | None,
-    unset_option(
-        "--output",
-        "-o",
-        metavar="FILE",
-        dir_okay=False,
-        callback=writable_output,
-        help="Write the JSON result to FILE instead of stdout.",
-    ),
+    Path | None, output_option("Write the JSON result to FILE instead of stdout.")
 ]
 MaxTextCharsOpt = Annotated[
     int | None,

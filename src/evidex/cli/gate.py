@@ -18,8 +18,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from evidex.cli._app import app, writable_output
-from evidex.cli._options import unset_option
+from evidex.cli._app import app
+from evidex.cli._options import output_option, unset_option
 from evidex.errors import ConfigError
 from evidex.evaluate.compare import compare_reports, comparison_json, comparison_markdown
 from evidex.evaluate.gate import GateRun, GatesFailed, load_gates, run_gates
@@ -50,15 +50,7 @@ def compare_command(
         ),
     ],
     output: Annotated[
-        Path | None,
-        unset_option(
-            "--output",
-            "-o",
-            metavar="FILE",
-            dir_okay=False,
-            callback=writable_output,
-            help="Write the comparison to FILE instead of stdout.",
-        ),
+        Path | None, output_option("Write the comparison to FILE instead of stdout.")
     ] = None,
     fmt: Annotated[
         str | None,
