@@ -108,10 +108,10 @@ def test_an_admin_assigns_from_the_page_and_only_the_assignee_decides(world: Any
     page = f"/ui/item/{second}"
     ana, lead = people("ana"), people("lead", "admin")
     assert "Assign to" not in ana.get(page).text  # a reviewer's page has no assignment form
-    assert _post(ana, f"{page}/assign", page, {"assignee": "ana"}).status_code == 403
+    assert _post(ana, f"{page}/assign", page, {"assign_to": "ana"}).status_code == 403
     shown = lead.get(page).text
     assert '<option value="ana">' in shown and '<option value="lead">' in shown
-    assert _post(lead, f"{page}/assign", page, {"assignee": "ben"}).status_code == 200
+    assert _post(lead, f"{page}/assign", page, {"assign_to": "ben"}).status_code == 200
     assert store.get_review(second)["assignee"] == "ben"
     # not ana's to decide; ben's queue counts it, and a claim gives it to him first
     blocked = _decide_section(ana.get(page).text)

@@ -161,7 +161,7 @@ def register_item_routes(app: FastAPI, pages: Pages) -> None:
     async def item_assign(request: Request, item_id: int) -> Response:
         await pages.admin(request)
         form = await pages.checked_form(request)
-        assignee = None if form.get("unassign") else form.get("assignee").strip()
+        assignee = None if form.get("unassign") else form.get("assign_to").strip()
         if assignee == "":
             raise PageError(422, "name the reviewer to assign the item to")
         try:
