@@ -82,7 +82,8 @@ def ranking_lines(result: Any, top: int, missing: Sequence[str], named: Sequence
         why = place.excluded or place.justification
         lines.append(f"  {mark} {place.rank:>3}  {place.passage_id}{score}  {quoted(why, 120)}")
         if place.source == "fallback" or place.reason:
-            lines.append(f"         ({place.source}: {place.reason or 'no reason given'})")
+            source = place.source or "placed by no judge"
+            lines.append(f"         ({source}: {place.reason or 'no reason given'})")
         if place.rank == top and last > top:
             lines.append(f"  ---- top {top} ----")
     absent = [pid for pid in missing if pid not in ranks]
