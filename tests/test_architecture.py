@@ -160,16 +160,20 @@ HEAVY = ("sqlalchemy", "aiohttp", "numpy", "onnxruntime", "llama_cpp", "fastapi"
 
 
 def test_import_evidex_loads_no_heavy_package() -> None:
-    """``import evidex`` (and so every CLI call in a shell pipeline) pays for none of these:
-    the store, the judges' runtimes and the service load when they are used."""
+    """``import evidex`` and ``evidex --help`` (and so every CLI call in a shell pipeline) pay
+    for none of these: the store, the judges' runtimes and the service load when used."""
     import subprocess
     import sys
 
-    probe = f"import sys, evidex; print([m for m in {HEAVY!r} if m in sys.modules])"
-    out = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    ).stdout
-    assert out.strip() == "[]"
+    loaded = f"print([m for m in {HEAVY!r} if m in sys.modules])"
+    for probe in (
+        f"import sys, evidex; {loaded}",
+        f"import sys; from evidex.cli import main; main(['--help']); {loaded}",
+    ):
+        out = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+        ).stdout
+        assert out.strip().splitlines()[-1] == "[]", probe
     lazy = "import evidex; s = evidex.open_store('sqlite://'); print(type(s).__name__); s.close()"
     out = subprocess.run(
         [sys.executable, "-c", lazy], capture_output=True, text=True, check=True

@@ -1,5 +1,5 @@
-"""The registered jobs, one line each: the module that defines the job, its default judge, and
-the options a judge gets for the job when it is built from a spec string.
+"""The registered jobs, one entry each: the module that defines the job, its default judge, its
+one-line summary, and the options a judge gets for the job when it is built from a spec string.
 
 It is a root module, with no imports of its own, so that the settings (which name a judge and
 a prompt per job) and the jobs' registry read the same table without importing any job. A
@@ -21,6 +21,9 @@ class Registered(NamedTuple):
     """The module whose ``DEFINITION`` is the job's :class:`~evidex.jobs.JobDefinition`."""
     default_judge: str
     """The judge spec a call without ``judge=`` (and no configured judge) runs."""
+    summary: str
+    """What the job does, in one line: its definition's ``summary``, the help of ``evidex JOB``
+    and its line in ``evidex --help``, which lists the jobs without importing them."""
     judge_options: Mapping[str, Mapping[str, Any]] = MappingProxyType({})
     """Judge spec → the options a judge of that spec gets when it is built for this job from
     the spec string (the default judge, a configured one, ``judge="local:qwen"``, ``--judge``,
@@ -42,9 +45,33 @@ rerank keep the judge's own default, ``generate``: score mode's tiers did not ag
 above irrelevant passages no better than chance (0.50, ``qwen_modes_rerank``)."""
 
 JOBS: dict[str, Registered] = {
-    "tier": Registered("evidex.jobs.tier", "local:minilm"),
-    "rerank": Registered("evidex.jobs.rerank", "local:minilm"),
-    "classify": Registered("evidex.jobs.classify", "local:qwen", SCORED_ON_QWEN),
-    "audit": Registered("evidex.jobs.audit", "local:qwen", SCORED_ON_QWEN),
-    "sufficiency": Registered("evidex.jobs.sufficiency", "local:qwen", SCORED_ON_QWEN),
+    "tier": Registered(
+        "evidex.jobs.tier",
+        "local:minilm",
+        "Grade passages into relevance tiers, with a justification and a verbatim snippet.",
+    ),
+    "rerank": Registered(
+        "evidex.jobs.rerank",
+        "local:minilm",
+        "Rerank candidate passages by relevance, with a justification per position.",
+    ),
+    "classify": Registered(
+        "evidex.jobs.classify",
+        "local:qwen",
+        "Assign labels from a taxonomy to a text, each backed by quotes from the passages.",
+        SCORED_ON_QWEN,
+    ),
+    "audit": Registered(
+        "evidex.jobs.audit",
+        "local:qwen",
+        "Split a generated answer into verbatim claims and grade each against the passages.",
+        SCORED_ON_QWEN,
+    ),
+    "sufficiency": Registered(
+        "evidex.jobs.sufficiency",
+        "local:qwen",
+        "Check whether the passages suffice to answer the query, before generating: answer, "
+        "abstain or escalate.",
+        SCORED_ON_QWEN,
+    ),
 }

@@ -38,7 +38,8 @@ def __getattr__(name: str) -> object:
 
 
 def _register() -> None:
-    """Import every public module of this package: each registers its commands on ``app``."""
+    """Import every public module of this package: each registers its commands on ``app``
+    (the tests and the docs read the whole app; a run loads only its command)."""
     for info in pkgutil.iter_modules(__path__):
         if not info.name.startswith("_"):
             importlib.import_module(f"{__name__}.{info.name}")
@@ -49,15 +50,15 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``evidex`` script; returns the exit code. ``evidex --version`` is
-    answered before any command is loaded: a script that checks the version pays for nothing
-    else."""
+    answered before any command is loaded, and ``evidex --help`` lists the commands from their
+    table (:mod:`evidex.cli._commands`): only the command that runs imports its module, so a
+    script that checks the version or a shell that asks for help pays for nothing else."""
     args = list(argv if argv is not None else sys.argv[1:])
     if args == ["--version"]:
         from evidex._version import __version__
 
         sys.stdout.write(f"evidex {__version__}\n")
         return 0
-    _register()
     from evidex.cli._app import run
 
     return run(args)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -9,28 +10,49 @@ import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.markup import escape
-from rich.text import Text
 
+from evidex.cli._group import LazyGroup
 from evidex.errors import ConfigError, EvidexError, UsageError
 
 app = typer.Typer(
+    cls=LazyGroup,
     name="evidex",
     help="Grade retrieved evidence for RAG: relevance tiers, reranking, cited classification "
     "and claim-level answer audits, with an audit log and a human review queue.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
-    # Docstrings are wrapped at 100 columns; markdown mode joins a paragraph's lines, so the help
-    # reflows to the terminal instead of keeping the source's line breaks.
-    rich_markup_mode="markdown",
+    # click's own help layout, not rich's panels: it joins a docstring paragraph's lines and
+    # reflows it to the terminal, wraps between words and never cuts an option's name (rich's
+    # table did at 80 columns: "--count-inferr…"), and the top-level help imports no rich.
+    rich_markup_mode=None,
+    # as wide as the terminal (click stops at 80 columns otherwise); every command inherits it
+    context_settings={"max_content_width": 10_000},
 )
+LazyGroup.source = app
 
-err_console = Console(stderr=True)
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    err_console: Console
+
+
+@functools.cache
+def _stderr() -> Console:
+    from rich.console import Console
+
+    return Console(stderr=True)
+
+
+def __getattr__(name: str) -> Any:
+    """``err_console``, the stderr console of every command, made on first use: ``evidex
+    --help`` then imports no rich."""
+    if name == "err_console":
+        return _stderr()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _show_version(value: bool) -> None:
@@ -88,7 +110,7 @@ def run(argv: list[str]) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except typer.Abort:
-        err_console.print("aborted")
+        _stderr().print("aborted")
         return EXIT_INTERNAL
     except Exception as exc:  # click's usage errors and the truly unexpected
         import click
@@ -114,7 +136,9 @@ def _complain(label: str, message: object) -> None:
     """One stderr line per error. The message is redacted, escaped (text such as
     ``evidex[llm]`` is not rich markup) and not hard-wrapped, so paths and hints survive pipes
     and greps whole."""
-    err_console.print(
+    from rich.markup import escape
+
+    _stderr().print(
         f"[bold red]{label}:[/] {escape(redact(str(message)))}", highlight=False, soft_wrap=True
     )
 
@@ -140,7 +164,9 @@ def renamed(new: str, value: Any, old: str, old_value: Any) -> Any:
         return value
     if value is not None:
         raise ConfigError(f"{old} is the old spelling of {new}: give {new} only")
-    err_console.print(
+    from rich.text import Text
+
+    _stderr().print(
         Text(f"warning: {old} is deprecated; use {new} (the same option)", style="yellow")
     )
     return old_value
@@ -177,7 +203,7 @@ def write_json(data: Any, output: Path | None) -> None:
         sys.stdout.write(text + "\n")
     else:
         output.write_text(text + "\n", encoding="utf-8")
-        err_console.print(f"wrote {output}")
+        _stderr().print(f"wrote {output}")
 
 
 def write_lines(lines: Iterable[str], output: Path | None, wrote: str | None = None) -> None:
@@ -188,4 +214,4 @@ def write_lines(lines: Iterable[str], output: Path | None, wrote: str | None = N
         sys.stdout.write(text)
     else:
         output.write_text(text, encoding="utf-8")
-        err_console.print(wrote or f"wrote {output}")
+        _stderr().print(wrote or f"wrote {output}")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -21,12 +21,13 @@ import typer
 from pydantic.fields import FieldInfo
 
 from evidex.cli._app import app, err_console, write_json, write_lines
+from evidex.cli._commands import GENERATED, commands
 from evidex.cli._derive import job_flags
 from evidex.cli._io import RunFlags, json_line, jsonl_objects, progress, read_passages, run_flags
 from evidex.cli._options import PromptOpt, batch_option, unset_option
 from evidex.cli._spend import report_spend
 from evidex.errors import ConfigError, InputError
-from evidex.jobs import JobDefinition, definitions
+from evidex.jobs import JobDefinition, definition, job_names
 
 __all__ = ["add_job_commands"]
 
@@ -143,14 +144,20 @@ def _command(job: JobDefinition[Any, Any, Any]) -> Callable[..., None]:
     return run_flags()(job_flags(job)(command))
 
 
-def add_job_commands(target: typer.Typer = app) -> list[str]:
-    """Add ``evidex JOB`` for every registered job without a command; the names added."""
+def add_job_commands(target: typer.Typer = app, only: Sequence[str] | None = None) -> list[str]:
+    """Add ``evidex JOB`` for every registered job without a command (of ``only``, when
+    given); the names added."""
     taken = {
         c.name or (c.callback.__name__ if c.callback else "") for c in target.registered_commands
     }
     added = []
-    for job in definitions():
-        if job.name not in taken:
-            target.command(job.name)(_command(job))
-            added.append(job.name)
+    for name in job_names() if only is None else only:
+        if name not in taken:
+            target.command(name)(_command(definition(name)))
+            added.append(name)
     return added
+
+
+# the jobs the command table gives no module of their own get their command on import, as a
+# command module registers its own
+add_job_commands(only=[name for name, entry in commands().items() if entry.module == GENERATED])

@@ -33,6 +33,7 @@ from evidex.bulk.stream import open_input
 from evidex.bulk.tasks import line_format
 from evidex.cli._app import app, err_console
 from evidex.cli._derive import job_flags
+from evidex.cli._group import Group
 from evidex.cli._io import RunFlags, option_group, run_flags
 from evidex.cli._judge import endpoint_options
 from evidex.cli._judge import judge_options as cli_judge_options
@@ -47,7 +48,8 @@ bulk_app = typer.Typer(
     help="Run one job over a large JSONL file of tasks: streaming, bounded concurrency, "
     "resumable after a crash or kill -9 (each task exactly once in the output).",
     no_args_is_help=True,
-    rich_markup_mode="markdown",
+    cls=Group,
+    rich_markup_mode=None,  # click's layout, as the top-level app (evidex.cli._app)
 )
 app.add_typer(bulk_app, name="bulk")
 

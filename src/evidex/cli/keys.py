@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from evidex.cli._app import app, err_console
+from evidex.cli._group import Group
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, json_option
 from evidex.store import ROLES
@@ -23,6 +24,8 @@ keys_app = typer.Typer(
     "the review queue, the audit log and the web UI, an admin key manages keys. Keys are stored "
     "hashed: a key is shown once, when it is made.",
     no_args_is_help=True,
+    cls=Group,
+    rich_markup_mode=None,  # click's layout, as the top-level app (evidex.cli._app)
 )
 app.add_typer(keys_app, name="keys")
 

@@ -17,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._app import EXIT_USAGE, app, err_console
+from evidex.cli._group import Group
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, job_option, json_option, tiers_option, unset_option
 from evidex.errors import ConfigError, ReviewConflict
@@ -31,6 +32,8 @@ __all__ = ["review_app"]
 review_app = typer.Typer(
     help="The human review queue: fallbacks and risk-routed results wait here for a person.",
     no_args_is_help=True,
+    cls=Group,
+    rich_markup_mode=None,  # click's layout, as the top-level app (evidex.cli._app)
 )
 app.add_typer(review_app, name="review")
 

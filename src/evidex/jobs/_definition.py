@@ -3,7 +3,7 @@
 A :class:`JobDefinition` says, once, what the CLI, the bulk lines, the service, the review UI
 and the evaluators would otherwise each spell out by hand and let drift:
 
-- its ``name`` and a one-line ``summary``;
+- its ``name`` (and the one-line ``summary`` registered with it);
 - its **Options model** (:class:`JobOptions`: each field with its type, default, bounds and
   help text), which the library call, ``evidex JOB``, ``evidex bulk JOB`` and ``POST /JOB`` all
   validate with;
@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from evidex._registered import JOBS
 from evidex.errors import InputError
 from evidex.jobs._common import RISK_HELP, RUN_KEYS, harness_for
 from evidex.jobs._demo import DemoPart
@@ -131,7 +132,6 @@ class JobDefinition(Generic[In, Opt, R]):
     """
 
     name: str
-    summary: str
     options: type[Opt]
     input: type[In]
     result: type[R]
@@ -167,6 +167,14 @@ class JobDefinition(Generic[In, Opt, R]):
     """The review side (:class:`~evidex.jobs._review.ReviewKind`): the typed payload of the
     job's review items, the decisions a reviewer may take, how a decision becomes a golden
     row, and the partial template the review UI shows an item with."""
+    summary: str = ""
+    """What the job does, in one line; default: the summary registered with it
+    (:mod:`evidex._registered`), which ``evidex --help`` lists without importing the job."""
+
+    def __post_init__(self) -> None:
+        if not self.summary:
+            registered = JOBS.get(self.name)
+            object.__setattr__(self, "summary", registered.summary if registered else self.name)
 
     @property
     def response_model(self) -> type[BaseModel]:

@@ -435,7 +435,6 @@ def _decision(result: AuditResult) -> dict[str, Any]:
 
 DEFINITION: JobDefinition[AnswerInput, AuditOptionsModel, AuditResult] = JobDefinition(
     name="audit",
-    summary="Split a generated answer into verbatim claims and grade each against the passages.",
     options=AuditOptionsModel,
     input=AnswerInput,
     result=AuditResult,

@@ -444,7 +444,6 @@ async def aclassify_many(
 
 DEFINITION: JobDefinition[ClassifyInput, ClassifyOptionsModel, ClassifyResult] = JobDefinition(
     name="classify",
-    summary="Assign labels from a taxonomy to a text, each backed by quotes from the passages.",
     options=ClassifyOptionsModel,
     input=ClassifyInput,
     result=ClassifyResult,

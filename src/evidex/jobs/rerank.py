@@ -448,7 +448,6 @@ def _respond(result: RerankResult, extras: object = None) -> dict[str, Any]:
 
 DEFINITION: JobDefinition[RerankInput, RerankOptionsModel, RerankResult] = JobDefinition(
     name="rerank",
-    summary="Rerank candidate passages by relevance, with a justification per position.",
     options=RerankOptionsModel,
     input=RerankInput,
     result=RerankResult,

@@ -346,8 +346,6 @@ async def asufficiency_many(
 DEFINITION: JobDefinition[SufficiencyInput, SufficiencyOptionsModel, SufficiencyResult] = (
     JobDefinition(
         name="sufficiency",
-        summary="Check whether the passages suffice to answer the query, before generating: "
-        "answer, abstain or escalate.",
         options=SufficiencyOptionsModel,
         input=SufficiencyInput,
         result=SufficiencyResult,

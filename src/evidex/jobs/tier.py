@@ -364,7 +364,6 @@ def _fell_back(result: TierResult) -> bool:
 
 DEFINITION: JobDefinition[TierInput, TierOptionsModel, TierResult] = JobDefinition(
     name="tier",
-    summary="Grade passages into relevance tiers, with a justification and a verbatim snippet.",
     options=TierOptionsModel,
     input=TierInput,
     result=TierResult,
