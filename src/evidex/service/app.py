@@ -35,8 +35,8 @@ from evidex.pricing import Price, estimate_cost
 from evidex.service.auth import AuthMode, Gate
 from evidex.service.guards import (
     BodyLimit,
-    bounded,
     check_body,
+    error_body,
     max_body_bytes_from_env,
     validation_error_handler,
 )
@@ -203,10 +203,7 @@ def create_app(
             if isinstance(exc, RunError)
             else 500
         )
-        return JSONResponse(
-            status_code=status,
-            content={"error": type(exc).__name__, "detail": bounded(str(exc), 2000)},
-        )
+        return JSONResponse(status_code=status, content=error_body(exc))
 
     @app.get("/healthz", response_model=Health)
     async def healthz() -> dict[str, Any]:
