@@ -63,6 +63,8 @@
     if (push) window.history.pushState({ partial: true }, "", url);
     if (document.activeElement && document.activeElement.blur) document.activeElement.blur();
     window.scrollTo(0, 0);
+    // for whoever waits on the move (a benchmark, an extension): the new page is in place
+    document.dispatchEvent(new CustomEvent("evidex:swapped", { detail: { url: url } }));
     return true;
   }
 
