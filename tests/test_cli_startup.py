@@ -18,7 +18,7 @@ import pytest
 import typer.main
 
 from evidex.cli import _register, app
-from evidex.cli._commands import commands
+from evidex.cli._commands import ROOT_OPTIONS, commands
 from evidex.jobs import definition, job_names
 from tests.test_architecture import HEAVY
 
@@ -71,16 +71,25 @@ def test_the_top_level_help_imports_no_command_module_and_nothing_heavy() -> Non
     probe = (
         "import sys; from evidex.cli import main; code = main(['--help']); "
         "print(code, sorted(m for m in sys.modules if m.startswith(('evidex.cli.', 'evidex.jobs',"
-        " 'evidex.store', 'evidex.judges', 'rich', 'pydantic')) or m in "
+        " 'evidex.store', 'evidex.judges', 'rich', 'pydantic', 'typer', 'click')) or m in "
         f"{HEAVY!r}))"
     )
     last = _run(probe, COLUMNS="100").strip().splitlines()[-1]
     code, loaded = last.split(" ", 1)
     assert code == "0"
-    assert [m for m in json.loads(loaded.replace("'", '"')) if m != "evidex.cli._app"] == [
-        "evidex.cli._commands",
-        "evidex.cli._group",
-    ]
+    assert json.loads(loaded.replace("'", '"')) == ["evidex.cli._commands"]
+
+
+@pytest.mark.parametrize("columns", ["80", "132"])
+def test_the_quick_help_is_what_the_app_prints(columns: str) -> None:
+    """``evidex --help`` answered before typer loads is the top-level group's own help, and
+    names the options the app has, with their help."""
+    quick = _run("from evidex.cli import main; main(['--help'])", COLUMNS=columns)
+    slow = _run("from evidex.cli._app import run; run(['--help'])", COLUMNS=columns)
+    assert quick == slow
+    root = typer.main.get_command(app)
+    options = {o: p.help for p in root.get_params(root.context_class(root)) for o in p.opts}
+    assert options == ROOT_OPTIONS
 
 
 def test_the_top_level_help_lists_every_command_with_its_line() -> None:

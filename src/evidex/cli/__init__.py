@@ -50,14 +50,20 @@ def _register() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``evidex`` script; returns the exit code. ``evidex --version`` is
-    answered before any command is loaded, and ``evidex --help`` lists the commands from their
-    table (:mod:`evidex.cli._commands`): only the command that runs imports its module, so a
-    script that checks the version or a shell that asks for help pays for nothing else."""
+    answered before any command is loaded, and ``evidex --help`` from the table of commands
+    (:mod:`evidex.cli._commands`) before typer is; otherwise only the command that runs
+    imports its module, so a script that checks the version or a shell that asks for help pays
+    for nothing else."""
     args = list(argv if argv is not None else sys.argv[1:])
     if args == ["--version"]:
         from evidex._version import __version__
 
         sys.stdout.write(f"evidex {__version__}\n")
+        return 0
+    if args == ["--help"]:  # what the top-level group would print, without loading typer
+        from evidex.cli._commands import help_text
+
+        sys.stdout.write(help_text())
         return 0
     from evidex.cli._app import run
 

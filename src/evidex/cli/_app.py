@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from evidex.cli._commands import DESCRIPTION, ROOT_OPTIONS
 from evidex.cli._group import LazyGroup
 from evidex.errors import ConfigError, EvidexError, UsageError
 
 app = typer.Typer(
     cls=LazyGroup,
     name="evidex",
-    help="Grade retrieved evidence for RAG: relevance tiers, reranking, cited classification "
-    "and claim-level answer audits, with an audit log and a human review queue.",
+    help=DESCRIPTION,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -71,12 +71,11 @@ def _root(
             "--version",
             callback=_show_version,
             is_eager=True,
-            help="Print the installed version of evidex and exit.",
+            help=ROOT_OPTIONS["--version"],
         ),
     ] = False,
 ) -> None:
-    """Grade retrieved evidence for RAG: relevance tiers, reranking, cited classification and
-    claim-level answer audits, with an audit log and a human review queue."""
+    """The options of ``evidex`` itself (its help is :func:`evidex.cli._commands.help_text`)."""
 
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE = 0, 1, 2

@@ -11,11 +11,24 @@ modules register: the same names, each in its module, each line the start of its
 
 from __future__ import annotations
 
+import shutil
+import textwrap
 from typing import NamedTuple
 
 from evidex._registered import JOBS
 
-__all__ = ["GENERATED", "Command", "commands"]
+__all__ = ["DESCRIPTION", "GENERATED", "ROOT_OPTIONS", "Command", "commands", "help_text"]
+
+DESCRIPTION = (
+    "Grade retrieved evidence for RAG: relevance tiers, reranking, cited classification and "
+    "claim-level answer audits, with an audit log and a human review queue."
+)
+"""What ``evidex`` is, atop its help."""
+ROOT_OPTIONS = {
+    "--version": "Print the installed version of evidex and exit.",
+    "--help": "Show this message and exit.",
+}
+"""The options of ``evidex`` itself and their help."""
 
 
 class Command(NamedTuple):
@@ -90,3 +103,34 @@ def commands() -> dict[str, Command]:
         for name, job in JOBS.items()
     }
     return {**jobs, **_OTHERS}
+
+
+def help_text(width: int | None = None) -> str:
+    """``evidex --help``: the usage, :data:`DESCRIPTION`, :data:`ROOT_OPTIONS` and a line per
+    command, in click's layout, wrapped between words to ``width`` columns (default: the
+    terminal's, less 2, as click)."""
+    if width is None:
+        width = max(shutil.get_terminal_size().columns - 2, 50)
+    wrap = textwrap.TextWrapper(width - 2, break_on_hyphens=False)
+    out = ["Usage: evidex [OPTIONS] COMMAND [ARGS]...", ""]
+    out += ["  " + line for line in wrap.wrap(DESCRIPTION)]
+    table = {name: entry.help for name, entry in commands().items()}
+    for title, rows in (("Options", ROOT_OPTIONS), ("Commands", table)):
+        out += ["", f"{title}:", *_rows(rows, width)]
+    return "\n".join(out) + "\n"
+
+
+def _rows(rows: dict[str, str], width: int) -> list[str]:
+    """A definition list as click's ``write_dl`` lays it out: names in a column of their
+    widest (at most 30), two spaces, the text wrapped in the rest."""
+    first = min(max(len(name) for name in rows), 30) + 2
+    wrap = textwrap.TextWrapper(max(width - first - 2, 10), break_on_hyphens=False)
+    out = []
+    for name, text in rows.items():
+        lines = wrap.wrap(text)
+        if len(name) <= first - 2:
+            out.append(f"  {name:<{first}}{lines[0]}")
+        else:
+            out += [f"  {name}", " " * (first + 2) + lines[0]]
+        out += [" " * (first + 2) + line for line in lines[1:]]
+    return out

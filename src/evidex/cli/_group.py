@@ -17,7 +17,7 @@ import typer
 import typer.main
 from typer.core import TyperCommand, TyperGroup
 
-from evidex.cli._commands import commands
+from evidex.cli._commands import commands, help_text
 
 __all__ = ["Group", "LazyGroup", "load_command"]
 
@@ -46,6 +46,11 @@ class LazyGroup(Group):
 
     source: ClassVar[typer.Typer | None] = None
     """The typer app whose commands the modules register (``evidex.cli._app.app`` sets it)."""
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        """The help :func:`~evidex.cli._commands.help_text` writes, which ``evidex --help``
+        prints without loading typer (:func:`evidex.cli.main`)."""
+        formatter.write(help_text(formatter.width))
 
     def list_commands(self, ctx: Any) -> list[str]:
         table = commands()
