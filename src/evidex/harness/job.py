@@ -29,7 +29,7 @@ from pydantic import BaseModel, Field
 from evidex.harness.fanout import bounded_map, chunked_map
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
-from evidex.harness.sizing import BatchSizer, signal_of
+from evidex.harness.sizing import BatchSizer, Sized
 from evidex.harness.tracing import job_span
 from evidex.pricing import estimate_cost
 from evidex.types import Event, Passage, Source, Usage
@@ -278,39 +278,40 @@ class JobRun:
         the size this judge holds now for the step (:mod:`evidex.harness.sizing`), never more
         than ``ceiling``; outcomes in input order, each telling the size how its replies went.
         A run whose batches were smaller than asked says so in an event."""
-        adapt = self.harness.settings.adapt_batch_size
-        sizer = self.harness.sizer(step, ceiling) if adapt else BatchSizer()
-        sizes: list[int] = []
+        sized = self.sized(step, ceiling)
 
         async def one(index: int, chunk: Sequence[Item]) -> Outcome[V]:
-            sizes.append(len(chunk))
+            sized.sent(len(chunk))
             batch_id = f"{self.ctx.run_id}-b{index:03d}"
             outcome = await self.harness.call(step, make(chunk), self.ctx, batch_id=batch_id)
-            if adapt:
-                sizer.observe(signal_of(outcome), ceiling)
+            sized.observe(outcome)
             return outcome
 
         outcomes = await chunked_map(
             items,
             self.harness.settings.max_concurrency,
-            lambda: sizer.current(ceiling),
+            sized.next,
             one,
             self.on_progress if progress else None,
         )
         self._keep(outcomes)
-        if any(n < min(ceiling, len(items)) for n in sizes[:-1] or sizes):
-            self.note(
-                Event(
-                    kind="batch_size_adapted",
-                    detail=(
-                        f"{self.judge.judge_id} was sent batches of {', '.join(map(str, sizes))} "
-                        f"(asked: {ceiling}): its recent replies to batches of this size failed "
-                        "validation, and the size grows back as they validate"
-                    ),
-                    data={"sizes": sizes, "asked": ceiling},
-                )
-            )
+        self.note_sizes(sized, len(items))
         return outcomes
+
+    def sized(self, step: Step[Any, Any], ceiling: int) -> Sized:
+        """The batch sizes this judge holds for ``step`` in this run, for a stage that cuts its
+        own batches one after another (rerank's listwise windows): ask :meth:`Sized.next`
+        before each, :meth:`Sized.sent` and :meth:`Sized.observe` after, then
+        :meth:`note_sizes`."""
+        adapt = self.harness.settings.adapt_batch_size
+        sizer = self.harness.sizer(step, ceiling) if adapt else BatchSizer()
+        return Sized(sizer, ceiling, adapt)
+
+    def note_sizes(self, sized: Sized, items: int) -> None:
+        """Note on the result (and in the audit log) that batches were smaller than asked."""
+        event = sized.event(self.judge.judge_id, items)
+        if event is not None:
+            self.note(event)
 
     def _keep(self, outcomes: Sequence[Outcome[Any]]) -> None:
         """Count the outcomes in the run's totals, and keep the events the harness put on them

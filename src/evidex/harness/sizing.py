@@ -10,7 +10,9 @@ the job's own size when smaller) and the size the job asked for, which is never 
 
 Within a process the state lives beside the judge's in-flight gate, so every run and request
 on one judge instance shares it, and a run forms each batch when it is sent (see
-:meth:`~evidex.harness.job.JobRun.map_sized`), so a run of many batches adapts as it goes.
+:meth:`~evidex.harness.job.JobRun.map_sized`, and :meth:`~evidex.harness.job.JobRun.sized`
+for batches that follow one another, as rerank's listwise windows do), so a run of many
+batches adapts as it goes.
 Across runs it is read back from the audit log: the first use in a process replays the
 newest batch outcomes of that judge, step and prompt version (:func:`replayed`).
 """
@@ -24,8 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evidex.harness.outcome import Outcome
+from evidex.types import Event
 
-__all__ = ["SPEC_FLOOR", "BatchSizer", "Signal", "replayed", "signal_of", "sizer_for"]
+__all__ = ["SPEC_FLOOR", "BatchSizer", "Signal", "Sized", "replayed", "signal_of", "sizer_for"]
 
 SPEC_FLOOR = 5
 """The smallest batch the spec names for tier (5–15 passages per call)."""
@@ -65,6 +68,45 @@ class BatchSizer:
     def replay(self, signals: Iterable[Signal], ceiling: int) -> None:
         for s in signals:
             self.observe(s, ceiling)
+
+
+@dataclass
+class Sized:
+    """One run's batches of a step, each of the size the judge holds when it is cut: the sizes
+    sent, the outcomes told to the sizer (when sizes adapt), and the event that says when the
+    batches were smaller than asked."""
+
+    sizer: BatchSizer
+    ceiling: int
+    adapt: bool
+    sizes: list[int] = field(default_factory=list)
+
+    def next(self) -> int:
+        """The size of the next batch."""
+        return self.sizer.current(self.ceiling) if self.adapt else self.ceiling
+
+    def sent(self, size: int) -> None:
+        self.sizes.append(size)
+
+    def observe(self, outcome: Outcome[Any]) -> None:
+        if self.adapt:
+            self.sizer.observe(signal_of(outcome), self.ceiling)
+
+    def event(self, judge_id: str, items: int) -> Event | None:
+        """A ``batch_size_adapted`` event when a batch but the last was smaller than asked (or
+        than the ``items`` there were), else None."""
+        sizes = self.sizes
+        if not any(n < min(self.ceiling, items) for n in sizes[:-1] or sizes):
+            return None
+        return Event(
+            kind="batch_size_adapted",
+            detail=(
+                f"{judge_id} was sent batches of {', '.join(map(str, sizes))} (asked: "
+                f"{self.ceiling}): its recent replies to batches of this size failed "
+                "validation, and the size grows back as they validate"
+            ),
+            data={"sizes": sizes, "asked": self.ceiling},
+        )
 
 
 def signal_of(outcome: Outcome[Any]) -> Signal | None:
