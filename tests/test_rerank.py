@@ -19,6 +19,9 @@ from evidex.types import Passage
 from tests.scripted import ScriptedJudge, rank_reply
 
 FAST = HarnessSettings(backoff_s=0.0)
+LADDER = HarnessSettings(backoff_s=0.0, split_batches=False, adapt_batch_size=False)
+"""The spec's ladder alone: a ranking that fails is not split, nor the next window made smaller
+(tests/test_split_every_job.py)."""
 QUERY = "how much vitamin D do adults need?"
 
 
@@ -112,7 +115,7 @@ def test_two_failures_fall_back_to_retrieval_order_with_review(
 ) -> None:
     only_three = lambda r: {"ranked_passages": rank_reply()(r)["ranked_passages"][:3]}  # noqa: E731
     judge = ScriptedJudge([only_three, only_three, rank_reply()])
-    result = _run(judge, store, passages)
+    result = _run(judge, store, passages, settings=LADDER)
 
     assert len(judge.requests) == 2  # max_attempts = 2: no third call
     assert result.source == "fallback"
@@ -307,7 +310,7 @@ def test_listwise_window_fallback_keeps_that_window(
     relevance = {"p1": 1, "p2": 7, "p3": 0, "p4": 3, "p5": 2, "p6": 6, "p7": 5}
     ok = _by_hidden_relevance(relevance)
     judge = ScriptedJudge([ok, "garbage", "garbage", ok])
-    result = _run(judge, store, passages, strategy="listwise", window=4, step=2)
+    result = _run(judge, store, passages, strategy="listwise", window=4, step=2, settings=LADDER)
 
     assert result.source == "fallback" and len(result.review_item_ids) == 1
     assert len(judge.requests) == 4

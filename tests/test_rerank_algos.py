@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from evidex.jobs._rank_algos import kendall_tau_distance, tournament_top_k, window_starts
+from evidex.jobs._rank_algos import kendall_tau_distance, next_window_start, tournament_top_k
 from evidex.tasks.rerank import justification_flag
 
 
@@ -84,11 +84,28 @@ def test_tournament_compares_each_pair_at_most_once() -> None:
     assert len(seen) == len(set(seen))
 
 
+def _starts(n: int, sizes: list[int], window: int, step: int) -> list[int]:
+    """The window starts over ``n`` passages when the judge holds ``sizes`` in turn."""
+    starts, start = [], n
+    for size in sizes:
+        start = next_window_start(start, n, size, window, step)
+        starts.append(start)
+        if start == 0:
+            return starts
+    raise AssertionError("the windows never reached the top")
+
+
 def test_window_starts() -> None:
-    assert window_starts(7, 4, 2) == [3, 1, 0]
-    assert window_starts(30, 20, 10) == [10, 0]
-    assert window_starts(100, 20, 10) == [80, 70, 60, 50, 40, 30, 20, 10, 0]
-    assert window_starts(5, 20, 10) == [0]
+    assert _starts(7, [4] * 9, 4, 2) == [3, 1, 0]
+    assert _starts(30, [20] * 9, 20, 10) == [10, 0]
+    assert _starts(100, [20] * 20, 20, 10) == [80, 70, 60, 50, 40, 30, 20, 10, 0]
+    assert _starts(5, [20], 20, 10) == [0]
+
+
+def test_smaller_windows_move_up_by_the_same_share_and_still_overlap() -> None:
+    # halved to 10 after the first window: half a window up each time, as asked of 20
+    assert _starts(40, [20, 10, 10, 10, 11, 12], 20, 10) == [20, 15, 10, 5, 0]
+    assert next_window_start(3, 40, 1, 20, 10) == 2  # a window of one still moves
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@
   previous winner's path (about log2 n each). The top-k of n therefore costs roughly
   n - 1 + (k - 1)·log2(n) comparisons instead of the n(n-1)/2 of comparing all pairs, and the
   matches of one round run concurrently.
-- :func:`window_starts`: the listwise windows, from the bottom of the list to the top.
+- :func:`next_window_start`: the listwise windows, from the bottom of the list to the top, each
+  of the size the judge holds when it is cut.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import TypeVar
 
 from evidex.harness.fanout import bounded_map
 
-__all__ = ["kendall_tau_distance", "tournament_top_k", "window_starts"]
+__all__ = ["kendall_tau_distance", "next_window_start", "tournament_top_k"]
 
 T = TypeVar("T", bound=Hashable)
 
@@ -38,17 +39,13 @@ def kendall_tau_distance(before: Sequence[Hashable], after: Sequence[Hashable]) 
     return discordant / (n * (n - 1) / 2)
 
 
-def window_starts(n: int, window: int, step: int) -> list[int]:
-    """Start offsets of listwise windows, bottom window first, ending with the window at 0."""
-    if n <= window:
-        return [0]
-    starts = []
-    start = n - window
-    while True:
-        starts.append(start)
-        if start == 0:
-            return starts
-        start = max(0, start - step)
+def next_window_start(start: int, n: int, size: int, window: int, step: int) -> int:
+    """Where the next listwise window of ``size`` passages starts, over ``n`` passages: after
+    the window at ``start`` (``n`` before the first), moved up by ``step`` as scaled from the
+    asked ``window`` to ``size`` (at least 1), so consecutive windows overlap by the share the
+    caller asked for. The bottom window is the first, the one at 0 the last."""
+    moved = size if start == n else max(1, step * size // window)
+    return max(0, start - moved)
 
 
 async def tournament_top_k(

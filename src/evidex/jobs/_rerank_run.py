@@ -18,7 +18,7 @@ from evidex.harness.job import JobRun
 from evidex.harness.runner import Outcome
 from evidex.harness.staged import staged
 from evidex.jobs._cascade import cascade_ranking
-from evidex.jobs._rank_algos import tournament_top_k, window_starts
+from evidex.jobs._rank_algos import next_window_start, tournament_top_k
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import (
     PAIR_TEMPLATE,
@@ -97,31 +97,42 @@ class StrategyRun:
 
     async def listwise(self, window: int, step: int) -> None:
         """Windows from the bottom of the list to the top, each ranked by the allpairs step,
-        so strong passages found low in the list can climb to the top."""
+        so strong passages found low in the list can climb to the top. Each window is cut
+        when it is sent, of the size the judge holds (:meth:`JobRun.sized`: smaller after
+        windows it could not rank whole, back up to ``window`` as its rankings validate), and
+        moves up by ``step`` scaled to it, so consecutive windows overlap as asked."""
         order: list[RankedPassage] = [
             RankedPassage(rank=0, passage_id=p.passage_id, justification="", source=None)
             for p in self.passages
         ]
         by_id = {p.passage_id: p for p in self.passages}
-        starts = window_starts(len(order), window, step)
-        for index, start in enumerate(starts):
-            chunk = order[start : start + window]
+        ranker = RerankStep(self.template)
+        sized = self.run.sized(ranker, window)
+        start, index = len(order), 0
+        while start > 0:
+            size = sized.next()
+            start = next_window_start(start, len(order), size, window, step)
+            chunk = order[start : start + size]
+            sized.sent(len(chunk))
             batch = RerankBatch(self.query, tuple(by_id[r.passage_id] for r in chunk), "listwise")
             outcome = await self.run.call(
-                RerankStep(self.template), batch, batch_id=f"{self.run.ctx.run_id}-w{index:03d}"
+                ranker, batch, batch_id=f"{self.run.ctx.run_id}-w{index:03d}"
             )
+            sized.observe(outcome)
             self.record(outcome)
-            order[start : start + window] = self.place(outcome.value, outcome)
-            self._progress(index + 1, len(starts))
+            order[start : start + len(chunk)] = self.place(outcome.value, outcome)
+            index += 1
+            left = -(-start // max(1, step * size // window))  # windows still to come
+            self._progress(index, index + left)
+        self.run.note_sizes(sized, len(order))
         self.placed = order
 
     async def pointwise(self, batch_size: int) -> None:
         async def score(on: JobRun, some: Sequence[Passage]) -> list[Outcome[ScoreBatchValue]]:
-            batches = [
-                ScoreBatch(self.query, tuple(some[i : i + batch_size]))
-                for i in range(0, len(some), batch_size)
-            ]
-            return await on.map(ScoreStep(self.template), batches)
+            def batch(chunk: Sequence[Passage]) -> ScoreBatch:
+                return ScoreBatch(self.query, tuple(chunk))
+
+            return await on.map_sized(ScoreStep(self.template), some, batch, batch_size)
 
         found = await staged(
             self.run, self.query, self.passages, score, ScoreStep(), send_failed=False

@@ -312,9 +312,10 @@ class RerankSpec(MergedIsResult):
             await stages.pointwise(self.per_call(len(data.head)))
         else:
             await stages.allpairs()
-        events = [*plan.events, *stages.events]
         for event in stages.events:
             run.log(event)
+        # and what the run noted as it went (a batch split, batches cut smaller): logged already
+        events = [*plan.events, *stages.events, *run.events]
 
         ranked = assemble(
             stages.placed, data.tail, data.deduped.duplicates, {p.passage_id: p for p in data.items}

@@ -1,8 +1,21 @@
 """The spec's ranking exchange: one call ranks a list of passages, every candidate at once
-(``allpairs``) or one sliding window of them (``listwise``)."""
+(``allpairs``) or one sliding window of them (``listwise``).
+
+A ranking the judge cannot give whole is divisible (:class:`~evidex.tasks.base.Divisible`),
+though not as a grading is: its halves are ranked apart and their rankings interleaved (the
+best of the first half, the best of the second, then each one's second, ...). The order within
+each half is the judge's; between the halves it is not judged, and interleaving puts the best
+of each at the top of the batch: a listwise window's top is what the next, overlapping window
+ranks again against the passages above it, so the best of either half still climbs (kept in
+the order given, the second half's best would stay stuck in the window's middle). That is more
+than the fallback, the whole batch in the order given, keeps. Nothing of an invalid ranking is
+salvaged: its ranks are relative to the passages it left out or repeated.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,10 +23,12 @@ from evidex.judging import PassageText, RankPayload
 from evidex.tasks.base import (
     BatchInfo,
     ReplyInvalid,
+    Salvaged,
     StepBase,
     StepRequest,
     count_ids,
     exact_array,
+    halved,
     reply_list,
 )
 from evidex.tasks.rerank.checks import (
@@ -111,6 +126,35 @@ class RerankStep(StepBase[RerankBatch, RerankBatchValue], name="rerank", templat
                 )
                 for i, p in enumerate(batch.passages, 1)
             ]
+        )
+
+    def salvage(
+        self, batch: RerankBatch, data: Any, reason: str
+    ) -> Salvaged[RerankBatch, RerankBatchValue] | None:
+        """Nothing: see the module docstring."""
+        return None
+
+    def item_ids(self, batch: RerankBatch) -> tuple[str, ...]:
+        return tuple(p.passage_id for p in batch.passages)
+
+    def halves(self, batch: RerankBatch) -> tuple[RerankBatch, RerankBatch]:
+        first, rest = halved(batch.passages)
+        return dataclasses.replace(batch, passages=first), dataclasses.replace(batch, passages=rest)
+
+    def joined(self, batch: RerankBatch, values: Sequence[RerankBatchValue]) -> RerankBatchValue:
+        """The parts' rankings interleaved, the parts in the batch's order at each level,
+        ranked 1..n again; their exclusions together (see the module docstring). When a part
+        fell back the batch falls back, so its parts are kept in the order given: the
+        retrieval order the fallback promises, each judged part ranked within."""
+        rankings = [v.ranked_passages for v in values]
+        if any(r.source == "fallback" for ranking in rankings for r in ranking):
+            ranked = [r for ranking in rankings for r in ranking]
+        else:
+            levels = itertools.zip_longest(*rankings)
+            ranked = [r for level in levels for r in level if r is not None]
+        return RerankBatchValue(
+            ranked_passages=[r.model_copy(update={"rank": i}) for i, r in enumerate(ranked, 1)],
+            excluded=[x for v in values for x in v.excluded],
         )
 
     def cache_material(self, batch: RerankBatch) -> Any:
