@@ -517,3 +517,34 @@ def test_reviewer_agreement_counts_and_pairs_first_with_second(two: SqlStore) ->
     expected = (3 * 2 + 1 * 1 + 0 * 1) / 4**2  # ana: ds 3, ir 1; ben: ds 2, ir 1, cr 1
     assert row.kappa == pytest.approx((observed - expected) / (1 - expected))
     assert row.low is not None and row.high is not None and row.low <= row.high
+
+
+def test_the_readmes_review_commands_run_as_written(tmp_path: Path) -> None:
+    """The README's commands of several reviewers, over a queue where item 7 needs two
+    decisions and its two reviewers disagreed."""
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.test_readme import README, _cli_commands
+
+    words = ("assign", "adjudicate", "--status disputed")
+    commands = [
+        c for c in _cli_commands() if c.startswith("evidex review ") and any(w in c for w in words)
+    ]
+    assert len(commands) == 4, commands
+    db = f"sqlite:///{tmp_path / 'readme.db'}"
+    store = open_store(db, review=TWO)
+    ids = [tier_item(store, n) for n in range(7)]
+    store.resolve_review(ids[-1], decision="accept", reviewer="bo")
+    store.resolve_review(ids[-1], decision="irrelevant", reviewer="cy")
+    assert ids[-1] == 7 and store.get_review(7)["status"] == "disputed"
+    store.close()
+    evidex = str(Path(sys.executable).with_name("evidex"))
+    for command in sorted(commands, key=lambda c: "adjudicate" in c):  # adjudicate last
+        line = command.replace("evidex", shlex.quote(evidex), 1) + f" --db {db}"
+        done = subprocess.run(["bash", "-c", line], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, (command, done.stderr)
+    settled = open_store(db).get_review(7)
+    assert (settled["status"], settled["decision"]) == ("resolved", TIERS[1])
+    assert '[review]\ndecisions = 1\nrules = [\n  { risk = "high", decisions = 2 }' in README
