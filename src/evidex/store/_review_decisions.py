@@ -119,16 +119,7 @@ class ReviewDecisions:
                 if name and any(x["reviewer"] == name for x in earlier):
                     raise _Refused(f"{name} has decided review item {item_id} already")
                 row = conn.execute(sa.select(q).where(q.c.id == item_id)).mappings().one()
-                conn.execute(
-                    d.insert().values(
-                        item_id=item_id,
-                        reviewer=name,
-                        kind="review",
-                        decision=value,
-                        note=note,
-                        decided_at=at,
-                    )
-                )
+                _record(conn, item_id, name, "review", value, note, at)
                 made = [*earlier, {"reviewer": name, "decision": value, "note": note}]
                 conn.execute(q.update().where(q.c.id == item_id).values(**_outcome(row, made, at)))
         except _Refused as refused:  # rolled back: nothing was written
@@ -183,16 +174,7 @@ class ReviewDecisions:
                 ).rowcount
                 if settled != 1:
                     raise _Refused(f"review item {item_id} was settled meanwhile")
-                conn.execute(
-                    d.insert().values(
-                        item_id=item_id,
-                        reviewer=name,
-                        kind="adjudication",
-                        decision=value,
-                        note=note,
-                        decided_at=at,
-                    )
-                )
+                _record(conn, item_id, name, "adjudication", value, note, at)
         except _Refused as refused:
             raise ReviewConflict(f"{refused}; nothing was written") from None
         except SQLAlchemyError as exc:
@@ -250,6 +232,20 @@ class ReviewDecisions:
             .group_by(d.c.reviewer)
         )
         return {str(r["reviewer"] or ""): int(r["n"]) for r in self._read(query)}
+
+
+def _record(
+    conn: sa.Connection,
+    item_id: int,
+    reviewer: str,
+    kind: str,
+    decision: str,
+    note: str | None,
+    at: datetime,
+) -> None:
+    """Write one decision's row, in the caller's transaction."""
+    row = {"reviewer": reviewer, "kind": kind, "decision": decision, "note": note}
+    conn.execute(d.insert().values(item_id=item_id, decided_at=at, **row))
 
 
 def _rows(conn: sa.Connection, item_id: int, kind: str) -> list[dict[str, Any]]:
