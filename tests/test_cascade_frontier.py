@@ -82,9 +82,21 @@ def test_fit_picks_start_and_step_on_its_own_items() -> None:
     pairs = RecordedPairs(*golden(), n_labels=4)
     fitted = fit_frontier(pairs, budget=0.6)
     assert fitted["share_sent"] <= 0.6 and fitted["kappa"] == pytest.approx(1.0)
-    assert (fitted["start"], fitted["step"]) == (0.1, 0.05)  # the first of the best
+    assert (fitted["start"], fitted["step"]) == (0.1, 0.02)  # the first of the best
     with pytest.raises(ValueError, match="budget"):
         fit_frontier(pairs, budget=0.05)
+
+
+def test_the_fit_follows_the_expensive_judge_unless_told_to_follow_the_gold_labels() -> None:
+    groups, scores, expensive, gold = golden()
+    noisy_gold = [0 if i % 7 == 3 else g for i, g in enumerate(gold)]  # gold the rule can't see
+    pairs = RecordedPairs(groups, scores, expensive, noisy_gold, 4)
+    on_judge = fit_frontier(pairs, budget=0.6)
+    assert on_judge["target"] == "expensive"
+    assert on_judge["fitted"] == pytest.approx(1.0)  # the judge's labels are reproduced exactly
+    assert on_judge["kappa"] < 1.0  # and kappa is still reported against the gold labels
+    on_gold = fit_frontier(pairs, budget=0.6, target="gold")
+    assert on_gold["target"] == "gold" and on_gold["fitted"] == pytest.approx(on_gold["kappa"])
 
 
 def test_out_of_set_fits_on_one_half_and_measures_on_the_other() -> None:

@@ -35,7 +35,7 @@ import heapq
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -43,6 +43,7 @@ from evidex.evaluate import metrics as m
 
 __all__ = [
     "FRONTIER_GRID",
+    "FitTarget",
     "RecordedPairs",
     "fit_frontier",
     "frontier_out_of_set",
@@ -55,9 +56,23 @@ Verdicts = Callable[[Mapping[str, Sequence[int]]], Mapping[str, Sequence[bool]]]
 (not in the lowest tier), in the same order."""
 
 FRONTIER_GRID: tuple[tuple[float, float], ...] = tuple(
-    (start, step) for start in (0.1, 0.2, 0.3, 0.4) for step in (0.05, 0.1)
+    (start, step)
+    for start in (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
+    for step in (0.02, 0.03, 0.05, 0.1)
 )
 """The ``(start, step)`` pairs :func:`fit_frontier` tries."""
+
+FitTarget = Literal["expensive", "gold"]
+"""What :func:`fit_frontier` makes the rule agree with: the expensive judge's own labels (the
+default), or the golden labels.
+
+Why the expensive judge's: the rule's job is to lose as little as it can against that judge
+alone, and agreement with it is a count over the pairs the rule settles, where agreement with
+the gold labels adds the judge's own disagreements with them, which the rule cannot change and
+which differ from query set to query set. On TREC DL 2019 (43 queries, the 100 half splits of
+:func:`query_split`'s seeds 0-99, each fitted on one half and measured on the other), fitting to
+the golden labels kept the rule within 0.02 of the LLM in both directions on 61 splits (mean
+difference -0.006); fitting to the LLM's labels, on 93 (mean -0.004)."""
 
 
 def frontier_sent(
@@ -182,32 +197,48 @@ def _labels(
 
 
 def fit_frontier(
-    pairs: RecordedPairs, *, budget: float, grid: Sequence[tuple[float, float]] = FRONTIER_GRID
+    pairs: RecordedPairs,
+    *,
+    budget: float,
+    grid: Sequence[tuple[float, float]] = FRONTIER_GRID,
+    target: FitTarget = "expensive",
 ) -> dict[str, Any]:
-    """``start`` and ``step`` of the best kappa against the gold labels on these pairs; ties
-    keep the first."""
+    """``start`` and ``step`` of the best kappa against ``target``'s labels on these pairs
+    (see :data:`FitTarget`); ties keep the first. ``kappa`` in the result is against the
+    golden labels either way."""
     names = pairs.names
+    against = pairs.expensive if target == "expensive" else pairs.gold
     best: dict[str, Any] | None = None
     for start, step in grid:
         if start > budget:
             continue
         items, labels, flags = _labels(pairs, set(pairs.groups), budget, start, step)
+        fitted = m.cohen_kappa(
+            [names[against[i]] for i in items], [names[x] for x in labels], names
+        )
+        if best is not None and fitted <= best["fitted"]:
+            continue
         gold = [names[pairs.gold[i]] for i in items]
         kappa = m.cohen_kappa(gold, [names[x] for x in labels], names)
-        if best is None or kappa > best["kappa"]:
-            best = {
-                "start": start,
-                "step": step,
-                "kappa": kappa,
-                "share_sent": sum(flags) / len(flags),
-            }
+        best = {
+            "start": start,
+            "step": step,
+            "fitted": fitted,
+            "kappa": kappa,
+            "share_sent": sum(flags) / len(flags),
+        }
     if best is None:
         raise ValueError(f"no (start, step) of the grid fits a budget of {budget}")
-    return best | {"budget": budget}
+    return best | {"budget": budget, "target": target}
 
 
 def frontier_out_of_set(
-    pairs: RecordedPairs, *, budget: float, seed: int = 0, samples: int = 1000
+    pairs: RecordedPairs,
+    *,
+    budget: float,
+    seed: int = 0,
+    samples: int = 1000,
+    target: FitTarget = "expensive",
 ) -> dict[str, Any]:
     """Fit on one half of the queries, measure on the other, both ways round: per direction
     the fitted ``start``/``step``, kappa of the rule and of the expensive judge alone on the
@@ -217,7 +248,7 @@ def frontier_out_of_set(
     folds: list[dict[str, Any]] = []
     pooled: list[tuple[str, int, int, bool]] = []
     for fit_on, report_on in (halves, halves[::-1]):
-        fitted = fit_frontier(pairs.subset(fit_on), budget=budget)
+        fitted = fit_frontier(pairs.subset(fit_on), budget=budget, target=target)
         items, labels, flags = _labels(pairs, report_on, budget, fitted["start"], fitted["step"])
         rows = [
             (pairs.groups[i], lab, i, f) for i, lab, f in zip(items, labels, flags, strict=True)
