@@ -125,6 +125,7 @@ def test_stdio_lists_the_registry_calls_tier_and_audit_and_reads_the_queue(
             listed = await client.list_tools()
             # the caller is this machine's user: every job, and the review queue
             assert _names(listed) == [*job_names(), *REVIEW_TOOLS]
+            _check_schemas(type(listed)(tools=listed.tools[: len(job_names())]))
             tier, audit = await _graded(server, client)
             _check_tier_and_audit(tier, audit)
             queue = await client.call_tool("review_list", {})
