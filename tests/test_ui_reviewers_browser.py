@@ -9,8 +9,9 @@ person in a browser context of their own.
   reviewer keys) is the value computed by hand here.
 - An admin assigns an item from its page; only the assignee claims it while it is assigned.
 - The keyboard alone takes a reviewer from the queue through items (claim, confirm the judge,
-  choose, write a note, resolve) with no page reload between items; Back returns to the item
-  before; without JavaScript the same forms work as whole pages.
+  choose a tier, a verdict and each claim's status, a label, write a note, resolve) with no
+  page reload between items; Back returns to the item before; without JavaScript the same
+  forms work as whole pages.
 - The new pages (a disputed item with the adjudication and assignment forms, an item waiting
   for another decision, the queue of disputed items, the agreement page with reviewers' kappa)
   fit 1280x800 and 390x844.
@@ -359,3 +360,36 @@ def test_the_new_pages_fit_the_screen(world: tuple[World, Items], width: int, he
                 assert box and box["x"] >= 0 and box["x"] + box["width"] <= width, where
                 assert box["y"] >= 0 and box["y"] + box["height"] <= height, where
     assert re.search(r"Assigned to you: 1 pending item", x.inner_text("main"))
+
+
+def test_claim_statuses_and_labels_are_chosen_from_the_keyboard(
+    world: tuple[World, Items],
+) -> None:
+    """An audit verdict and each claim's status, and a classify label, with keys only: the
+    verdict's key, then Tab to each claim's status and its first letter; a label's box is
+    Tab and Space."""
+    w, items = world
+    ana = w.page("ana")
+    audit = items["audit", "routed"]
+    ana.goto(f"{w.base}/ui/item/{audit}")
+    ana.keyboard.press("2")  # block the answer
+    ana.keyboard.press("Tab")  # out of the verdicts, to claim 1's status
+    ana.keyboard.press("u")  # unsupported
+    ana.keyboard.press("Tab")
+    ana.keyboard.press("c")  # contradicted
+    ana.keyboard.press("Control+Enter")
+    ana.wait_for_selector(f"text=Decided item {audit}")
+    decided = json.loads(w.store.review_decisions([audit])[audit][0]["decision"])
+    assert decided == {
+        "verdict": "block",
+        "claims": {"claim-1": "unsupported", "claim-2": "contradicted"},
+    }
+    classify = items["classify", "fallback"]
+    ana.goto(f"{w.base}/ui/item/{classify}")
+    ana.keyboard.press("1")  # the label(s) ticked below
+    ana.keyboard.press("Tab")  # the first label of the taxonomy
+    ana.keyboard.press("Space")
+    ana.keyboard.press("Control+Enter")
+    ana.wait_for_selector(f"text=Decided item {classify}")
+    first_label = w.store.get_review(classify)["payload"]["labels"][0]
+    assert w.store.review_decisions([classify])[classify][0]["decision"] == first_label
