@@ -6,6 +6,7 @@ was built from, and says what the explicit fallback is. It does no I/O and knows
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -24,6 +25,7 @@ from evidex.types import Passage
 __all__ = [
     "Divisible",
     "ItemGrades",
+    "PassageParts",
     "PromptTemplate",
     "ReplyInvalid",
     "Salvageable",
@@ -322,6 +324,36 @@ class Divisible(Salvageable[B, V], Protocol):
         """One value for ``batch`` from values of its parts: each item's grade from the last
         value that has it, in the batch's order (a salvage's value first, the parts' after)."""
         ...
+
+
+class _PassageBatch(Protocol):
+    """A dataclass batch of passages."""
+
+    __dataclass_fields__: typing.ClassVar[dict[str, Any]]
+
+    @property
+    def passages(self) -> tuple[Passage, ...]: ...
+
+
+PB = TypeVar("PB", bound=_PassageBatch)
+
+
+class PassageParts(Generic[PB]):
+    """The item ids and halves of a batch whose items are its passages (a frozen dataclass
+    with a ``passages`` tuple), for a :class:`Divisible` step: tier's grades, rerank's scores
+    and rankings."""
+
+    def item_ids(self, batch: PB) -> tuple[str, ...]:
+        return tuple(p.passage_id for p in batch.passages)
+
+    def halves(self, batch: PB) -> tuple[PB, PB]:
+        first, rest = halved(batch.passages)
+        return with_passages(batch, first), with_passages(batch, rest)
+
+
+def with_passages(batch: PB, passages: Sequence[Passage]) -> PB:
+    """``batch`` with other passages, the rest of it the same."""
+    return dataclasses.replace(batch, passages=tuple(passages))
 
 
 def halved(items: Sequence[T]) -> tuple[tuple[T, ...], tuple[T, ...]]:

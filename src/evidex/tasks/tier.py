@@ -6,7 +6,6 @@ explicit fallback. Orchestration (preflight, batching, routing) is in :mod:`evid
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -20,6 +19,7 @@ from evidex.judging import PassageText, TierPayload
 from evidex.tasks.base import (
     BatchInfo,
     ItemGrades,
+    PassageParts,
     PromptTemplate,
     ReplyInvalid,
     Salvaged,
@@ -27,11 +27,11 @@ from evidex.tasks.base import (
     StepRequest,
     by_last_id,
     count_ids,
-    halved,
     passage_pairs,
     passages_block,
     passages_info,
     reply_list,
+    with_passages,
 )
 from evidex.tasks.tier_reply import (
     JUSTIFICATION_MAX_CHARS,
@@ -183,7 +183,11 @@ class TierBatch:
 
 
 class TierStep(
-    StepBase[TierBatch, TierBatchValue], name="tier", template=TIER_TEMPLATE, max_attempts=3
+    PassageParts[TierBatch],
+    StepBase[TierBatch, TierBatchValue],
+    name="tier",
+    template=TIER_TEMPLATE,
+    max_attempts=3,
 ):
     """The tier exchange. ``max_attempts`` is 3: the first try and the spec's two retries."""
 
@@ -247,15 +251,8 @@ class TierStep(
         return Salvaged(
             value=TierBatchValue(classifications=assignments),
             kept=graded.kept,
-            left=dataclasses.replace(batch, passages=left),
+            left=with_passages(batch, left),
         )
-
-    def item_ids(self, batch: TierBatch) -> tuple[str, ...]:
-        return tuple(p.passage_id for p in batch.passages)
-
-    def halves(self, batch: TierBatch) -> tuple[TierBatch, TierBatch]:
-        first, rest = halved(batch.passages)
-        return dataclasses.replace(batch, passages=first), dataclasses.replace(batch, passages=rest)
 
     def joined(self, batch: TierBatch, values: Sequence[TierBatchValue]) -> TierBatchValue:
         return TierBatchValue(

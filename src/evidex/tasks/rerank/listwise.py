@@ -14,7 +14,6 @@ salvaged: its ranks are relative to the passages it left out or repeated.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 from collections.abc import Sequence
 from typing import Any
@@ -22,13 +21,13 @@ from typing import Any
 from evidex.judging import PassageText, RankPayload
 from evidex.tasks.base import (
     BatchInfo,
+    PassageParts,
     ReplyInvalid,
     Salvaged,
     StepBase,
     StepRequest,
     count_ids,
     exact_array,
-    halved,
     reply_list,
 )
 from evidex.tasks.rerank.checks import (
@@ -53,7 +52,12 @@ from evidex.tasks.rerank.prompts import RERANK_TEMPLATE
 __all__ = ["RerankStep", "rank_schema"]
 
 
-class RerankStep(StepBase[RerankBatch, RerankBatchValue], name="rerank", template=RERANK_TEMPLATE):
+class RerankStep(
+    PassageParts[RerankBatch],
+    StepBase[RerankBatch, RerankBatchValue],
+    name="rerank",
+    template=RERANK_TEMPLATE,
+):
     """The spec's ranking exchange. ``max_attempts`` is 2: the first try and one retry with a
     note naming the violation; after that the harness falls back to the order given."""
 
@@ -133,13 +137,6 @@ class RerankStep(StepBase[RerankBatch, RerankBatchValue], name="rerank", templat
     ) -> Salvaged[RerankBatch, RerankBatchValue] | None:
         """Nothing: see the module docstring."""
         return None
-
-    def item_ids(self, batch: RerankBatch) -> tuple[str, ...]:
-        return tuple(p.passage_id for p in batch.passages)
-
-    def halves(self, batch: RerankBatch) -> tuple[RerankBatch, RerankBatch]:
-        first, rest = halved(batch.passages)
-        return dataclasses.replace(batch, passages=first), dataclasses.replace(batch, passages=rest)
 
     def joined(self, batch: RerankBatch, values: Sequence[RerankBatchValue]) -> RerankBatchValue:
         """The parts' rankings interleaved, the parts in the batch's order at each level,

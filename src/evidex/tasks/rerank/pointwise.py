@@ -8,7 +8,6 @@ from two batches of one run, which the strategy already merges.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from evidex.judging import PassageText, ScorePayload
 from evidex.tasks.base import (
     BatchInfo,
     ItemGrades,
+    PassageParts,
     ReplyInvalid,
     Salvaged,
     StepBase,
@@ -23,8 +23,8 @@ from evidex.tasks.base import (
     by_last_id,
     count_ids,
     exact_array,
-    halved,
     reply_list,
+    with_passages,
 )
 from evidex.tasks.rerank.checks import JUSTIFICATION_SCHEMA, score_of
 from evidex.tasks.rerank.models import (
@@ -41,7 +41,10 @@ __all__ = ["ScoreStep"]
 
 
 class ScoreStep(
-    StepBase[ScoreBatch, ScoreBatchValue], name="rerank.score", template=SCORE_TEMPLATE
+    PassageParts[ScoreBatch],
+    StepBase[ScoreBatch, ScoreBatchValue],
+    name="rerank.score",
+    template=SCORE_TEMPLATE,
 ):
     """One relevance score per passage (pointwise). Falls back to the retrieval order, given
     as descending pseudo-scores and marked ``fallback``."""
@@ -105,15 +108,8 @@ class ScoreStep(
         return Salvaged(
             value=ScoreBatchValue(scores=scores),
             kept=graded.kept,
-            left=dataclasses.replace(batch, passages=left),
+            left=with_passages(batch, left),
         )
-
-    def item_ids(self, batch: ScoreBatch) -> tuple[str, ...]:
-        return tuple(p.passage_id for p in batch.passages)
-
-    def halves(self, batch: ScoreBatch) -> tuple[ScoreBatch, ScoreBatch]:
-        first, rest = halved(batch.passages)
-        return dataclasses.replace(batch, passages=first), dataclasses.replace(batch, passages=rest)
 
     def joined(self, batch: ScoreBatch, values: Sequence[ScoreBatchValue]) -> ScoreBatchValue:
         return ScoreBatchValue(
