@@ -315,7 +315,7 @@ def test_tier_prints_every_passage_once_with_provenance(
     # the judge saw each distinct passage exactly once, in one batch: no progress bar
     (judge,) = built
     assert [p.passage_id for r in judge.requests for p in r.payload.passages] == ids[:7]
-    assert "tier batches" not in err
+    assert "batches" not in err
 
 
 def test_multi_batch_run_shows_a_progress_bar_on_stderr(
@@ -327,7 +327,7 @@ def test_multi_batch_run_shows_a_progress_bar_on_stderr(
     code, out, err = tier_run(capsys, passages_file, "--batch-size", "5")
     assert code == 0, err
     assert len(built[0].requests) == 3
-    assert "tier batches" in err and "3/3" in err
+    assert "tier" in err and "3/3 batches" in err
     assert len(json.loads(out)["classifications"]) == 12  # stdout stays pure JSON
 
 
@@ -337,20 +337,20 @@ def test_a_single_long_call_shows_a_heartbeat_on_a_terminal(
     from rich.console import Console
 
     from evidex import judges
-    from evidex.cli import _io
+    from evidex.cli import _app
 
     monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
     judges.register_judge("slow", lambda spec, **o: ScriptedJudge([tier_reply], delay_s=1.6))
     screen = io.StringIO()
     terminal = Console(file=screen, force_terminal=True, width=120)
-    monkeypatch.setattr(_io, "err_console", terminal)
+    monkeypatch.setattr(_app, "err_console", terminal)
     rows = [{"passage_id": f"p{i}", "text": f"Passage {i} on topic {i}."} for i in range(3)]
     passages = write_jsonl(tmp_path / "three.jsonl", rows)
     code, out, err = run(capsys, "tier", "-q", "q", "-p", str(passages), "-j", "slow")
     assert code == 0, err
     assert len(json.loads(out)["classifications"]) == 3  # one batch: one judge call
     shown = screen.getvalue()
-    assert "tier batches" in shown and "waiting for the judge" in shown
+    assert "tier: waiting for the judge" in shown
     assert "0:00:01" in shown  # the elapsed time ticks while the call runs
 
 

@@ -98,16 +98,18 @@ def load_demo() -> DemoExample:
 
 
 class StepNote(BaseModel):
-    """A progress report: a step started (with its judge and a time notice), ended or was
-    skipped."""
+    """A progress report: a step started (with its judge and what to expect), advanced (its
+    judge calls done of the total, and the seconds so far), ended or was skipped."""
 
     step: str
-    status: Literal["start", "done", "skipped"]
+    status: Literal["start", "progress", "done", "skipped"]
     index: int
     of: int
     judge_id: str | None = None
     seconds: float | None = None
     message: str | None = None
+    done: int | None = None
+    total: int | None = None
 
 
 class SkippedStep(BaseModel):

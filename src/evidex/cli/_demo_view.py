@@ -5,6 +5,7 @@ Kept apart from :mod:`evidex.cli.demo` so the pipeline reads as a plain sequence
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import TracebackType
 
@@ -16,6 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._demo_types import INSTALL_HINT, DemoRun, StepNote
+from evidex.cli._progress import Clock, rate_line
+from evidex.cli._tables import print_table
 
 __all__ = ["StepProgress", "show_run"]
 
@@ -35,13 +38,15 @@ _DECISION_STYLE = {"publish": "bold green", "review": "bold yellow", "block": "b
 
 
 class StepProgress:
-    """Step lines on stderr, with a spinner and the elapsed seconds while a step runs.
+    """Step lines on stderr, with a spinner while a step runs: its judge calls done of the
+    total, the seconds a call and the time left as this run measures them
+    (:func:`~evidex.cli._progress.rate_line`), and the time so far.
 
     The spinner is transient: what stays on screen (and in logs) is one line per start, notice,
     end or skip.
     """
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, clock: Clock = time.monotonic) -> None:
         self.console = console
         self.bar = Progress(
             SpinnerColumn(),
@@ -49,6 +54,7 @@ class StepProgress:
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            get_time=clock,
         )
         self.task: TaskID | None = None
 
@@ -73,6 +79,10 @@ class StepProgress:
             if note.message:
                 say(Text(f"      {note.message}", style="dim"))
             self.task = self.bar.add_task(f"{note.step} running", total=None)
+        elif note.status == "progress":
+            if self.task is not None and note.done is not None:
+                line = rate_line(note.done, note.total, note.seconds or 0.0, "calls")
+                self.bar.update(self.task, description=f"{note.step}: {line}", refresh=True)
         elif note.status == "done":
             self._clear()
             say(Text(f"{where} done in {note.seconds:.1f} s"))
@@ -113,24 +123,27 @@ def _rerank(console: Console, run: DemoRun) -> None:
     titles = {p.passage_id: p.title or "" for p in run.example.passages}
     retrieval = {p.passage_id: p.rank for p in run.example.passages}
     table = Table(box=box.SIMPLE_HEAD)
-    for column in ("rank", "id", "score"):
-        table.add_column(column, no_wrap=True)
-    # wraps at spaces (a word too long for it folds): the one column that gives way
-    table.add_column("title", ratio=1, overflow="fold")
+    table.add_column("rank", no_wrap=True)
+    # a copy's id says which passage it copies, under it: the title keeps short words
+    table.add_column("id")
+    table.add_column("score", no_wrap=True)
+    # wraps at spaces: the one column that gives way
+    table.add_column("title", ratio=1)
     table.add_column("author's tier", no_wrap=True)
     for item in r.ranked_passages:
         score = "—" if item.relevance_score is None else f"{item.relevance_score:.3f}"
-        title = titles.get(item.passage_id, "")
+        name = Text(item.passage_id)
         if item.duplicate_of:
-            score, title = "copy", f"{title} (same text as {item.duplicate_of})"
+            score = "copy"
+            name.append(f"\nsame text as {item.duplicate_of}", style="dim")
         table.add_row(
             f"{item.rank} ({retrieval.get(item.passage_id, '')})",
-            item.passage_id,
+            name,
             score,
-            title,
+            titles.get(item.passage_id, ""),
             run.example.expected_tiers.get(item.passage_id, ""),
         )
-    console.print(table)
+    print_table(console, table)
     console.print(
         f"Source {r.source}; {r.metrics.inversion_rate:.0%} of passage pairs changed order "
         "against retrieval (the retrieval rank in brackets).",
@@ -146,28 +159,29 @@ def _tiers(console: Console, run: DemoRun) -> None:
     narrow = console.width < NARROW  # then the snippet heads its justification, as in audit
     table = Table(show_lines=True, box=box.SIMPLE_HEAD)
     table.add_column("id", no_wrap=True)
-    table.add_column("tier", min_width=max(map(len, names)))
-    if narrow:
+    if narrow:  # the source goes under the tier, leaving the text a word's width
+        table.add_column("tier, source", min_width=max(map(len, names)))
         table.add_column("key evidence, justification", ratio=1, overflow="fold")
     else:
+        table.add_column("tier", min_width=max(map(len, names)))
         table.add_column("key evidence", overflow="fold", ratio=1)
         table.add_column("justification", overflow="fold", ratio=2)
-    table.add_column("source", no_wrap=True)
+        table.add_column("source", no_wrap=True)
     for a in result.classifications:
         expected = run.example.expected_tiers.get(a.passage_id, "")
         cell = Text(a.tier, style=style.get(a.tier, ""))
         if expected and expected != a.tier:
             cell.append(f"\n(author: {expected})", style="red")
-        source = Text(a.source, style="bold red" if a.source == "fallback" else "")
+        source = Text(a.source, style="bold red" if a.source == "fallback" else "dim")
         snippet = a.key_evidence_snippet or "—"
         if a.duplicate_of:
             snippet += f" (same text as {a.duplicate_of})"
         if narrow:
             text = Text(snippet) + Text("\n" + a.justification, style="dim")
-            table.add_row(a.passage_id, cell, text, source)
+            table.add_row(a.passage_id, cell + Text("\n") + source, text)
         else:
             table.add_row(a.passage_id, cell, snippet, a.justification, source)
-    console.print(table)
+    print_table(console, table)
     summary = " · ".join(f"{n} {result.tier_summary[result.scheme.count_key(n)]}" for n in names)
     console.print(Text.assemble(("Tier summary: ", "bold"), summary))
     same, total = run.tier_agreement()
@@ -217,7 +231,7 @@ def _context(console: Console, run: DemoRun) -> None:
     for item in context.items:
         role = "supplementary" if item.supplementary else "evidence"
         table.add_row(item.passage_id, item.tier, str(item.tokens), role)
-    console.print(table)
+    print_table(console, table)
     for gone in context.left_out:
         why = (
             f"over the budget ({gone.tokens} tokens)"
@@ -242,7 +256,7 @@ def _part(console: Console, run: DemoRun, name: str) -> None:
     for case in part.cases:
         style = "" if case.agrees else "bold red"
         table.add_row(case.case, case.expected, Text(case.judged, style=style), case.detail)
-    console.print(table)
+    print_table(console, table)
     same, total = part.agreement()
     console.print(f"The judge agrees with the author on {same} of {total}.", highlight=False)
 
@@ -300,7 +314,7 @@ def _audit(console: Console, run: DemoRun) -> None:
             table.add_row(str(i), grades, Text(check.claim, style="bold") + "\n" + detail)
         else:
             table.add_row(str(i), check.claim, judge_cell, author_cell, detail)
-    console.print(table)
+    print_table(console, table)
     checks = run.claim_checks()
     console.print(
         f"The judge agrees with the author on {sum(c.agrees for c in checks)} of {len(checks)} "

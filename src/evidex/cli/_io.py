@@ -22,16 +22,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    SpinnerColumn,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
-from evidex.cli._app import err_console, redact
+from evidex.cli._app import redact
 from evidex.cli._judge import job_judge
 from evidex.cli._options import (
     BaseUrlOpt,
@@ -43,6 +35,7 @@ from evidex.cli._options import (
     VerboseOpt,
     unset_option,
 )
+from evidex.cli._progress import progress
 from evidex.errors import ConfigError, InputError
 from evidex.harness.events import AuditRecord, Hooks
 from evidex.judging import Judge
@@ -394,42 +387,6 @@ def verbose_logging(enabled: bool) -> Iterator[None]:
             log = logging.getLogger(name)
             log.removeHandler(handler)
             log.setLevel(level)
-
-
-@contextmanager
-def progress(total: int, label: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr for runs of more than one batch, as an ``on_progress`` callback.
-
-    ``total`` is the expected number of batches; the callback's own total (known once preflight
-    has merged duplicates) replaces it. A single batch, whose call may take minutes (local:qwen
-    on a CPU), shows a spinner with the time elapsed instead (cleared after) and yields None.
-    """
-    if total <= 1:
-        heartbeat = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}: waiting for the judge"),
-            TimeElapsedColumn(),
-            console=err_console,
-            transient=True,
-        )
-        heartbeat.add_task(label, total=None)
-        with heartbeat:
-            yield None
-        return
-    bar = Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err_console,
-    )
-    task = bar.add_task(label, total=total)
-
-    def update(done: int, of: int) -> None:
-        bar.update(task, completed=done, total=of)
-
-    with bar:
-        yield update
 
 
 def json_line(value: Any, indent: int | None = None) -> str:

@@ -149,7 +149,7 @@ def audit_command(
     the exit code is 0 whatever the decision.
     """
     items = _inputs(answer, answer_file, passages, batch, question, answer_id)
-    with flags.job("audit") as run, progress(len(items), "answers") as on_progress:
+    with flags.job("audit") as run, progress(len(items), "audit", "answers") as on_progress:
         run["prompt"] = prompt
         results = audit_many(items, **options.values(), on_progress=on_progress, **run)
     if batch is None:

@@ -10,6 +10,7 @@ command to resume).
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,14 +19,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
+from rich.progress import BarColumn, Progress, TextColumn
 
 from evidex.bulk import BulkStats, run_bulk
 from evidex.bulk.run import engine_of
@@ -38,6 +32,7 @@ from evidex.cli._io import RunFlags, option_group, run_flags
 from evidex.cli._judge import endpoint_options
 from evidex.cli._judge import judge_options as cli_judge_options
 from evidex.cli._options import unset_option
+from evidex.cli._progress import Clock, rate_line
 from evidex.errors import ConfigError
 from evidex.jobs import JobDefinition, definitions
 
@@ -134,37 +129,31 @@ RayWorkersOpt = Annotated[
 
 
 @contextmanager
-def bulk_progress(label: str) -> Iterator[Callable[[BulkStats], None]]:
-    """A progress bar on stderr fed by the run's counters: tasks done of those to run, rate,
-    ETA, judge calls and tokens."""
+def bulk_progress(
+    label: str, clock: Clock = time.monotonic, console: Any = None
+) -> Iterator[Callable[[BulkStats], None]]:
+    """A progress bar on stderr fed by the run's counters: tasks done of those to run, the
+    rate and time left measured in this run (:func:`~evidex.cli._progress.rate_line`), judge
+    calls, tokens, bad lines and fallbacks."""
     bar = Progress(
         TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[rate]}"),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
+        BarColumn(bar_width=20),
+        TextColumn("{task.fields[line]}"),
         TextColumn("{task.fields[figures]}"),
-        console=err_console,
+        console=console or err_console,
+        get_time=clock,
     )
-    task = bar.add_task(label, total=None, rate="", figures="")
+    task = bar.add_task(label, total=None, line="", figures="")
 
     def update(stats: BulkStats) -> None:
-        elapsed = stats.elapsed_s
-        rate = f"{stats.processed / elapsed:.1f} tasks/s" if elapsed > 0 else ""
+        total = max(stats.total, stats.processed)
         figures = (
-            f"calls {stats.calls} · tokens "
+            f"· calls {stats.calls} · tokens "
             f"{stats.usage.prompt_tokens}+{stats.usage.completion_tokens}"
             f" · errors {stats.errors} · fallbacks {stats.fallbacks}"
         )
-        bar.update(
-            task,
-            completed=stats.processed,
-            total=max(stats.total, stats.processed),
-            rate=rate,
-            figures=figures,
-        )
+        line = rate_line(stats.processed, total, stats.elapsed_s, "tasks")
+        bar.update(task, completed=stats.processed, total=total, line=line, figures=figures)
 
     with bar:
         yield update

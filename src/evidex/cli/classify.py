@@ -165,7 +165,7 @@ def classify_command(
             )
             write_json(report.model_dump(mode="json"), flags.output)
             return
-        with progress(len(items), "classify") as on_progress:
+        with progress(len(items), "classify", "inputs") as on_progress:
             results = classify_many(items, taxonomy, on_progress=on_progress, **run, **values)
     if batch is None:
         write_json(results[0].report(), flags.output)

@@ -152,7 +152,7 @@ def run_demo(
         def step(name: str, judge: Judge | None, notice: str | None = None) -> _Clock:
             return _Clock(name, judge, notice, notify, timings, steps)
 
-        with step("rerank", built["rerank"]):
+        with step("rerank", built["rerank"]) as clock:
             reranked = evidex.rerank(
                 demo.query,
                 demo.passages,
@@ -161,15 +161,17 @@ def run_demo(
                 judge=built["rerank"],
                 store=store,
                 hooks=hooks,
+                on_progress=clock.progress,
             )
         order = {p.passage_id: p for p in demo.passages}
-        with step("tier", built["tier"]):
+        with step("tier", built["tier"]) as clock:
             tiered = evidex.tier(
                 demo.query,
                 [order[pid] for pid in reranked.ids()],
                 judge=built["tier"],
                 store=store,
                 hooks=hooks,
+                on_progress=clock.progress,
             )
         cascade = _cascade_view(built["tier"], tiered, demo.query)
         with step("select_context", None):
@@ -199,15 +201,14 @@ def run_demo(
                 continue
             judge = built[name]
             count = len(demo.steps.get(name, {}).get("cases", []))
-            notice = _time_notice(judge, f"{count} check(s)", part.measured_s)
-            with step(name, judge, notice):
+            with step(name, judge, _cpu_notice(judge, f"{count} check(s)")) as clock:
                 inputs = DemoInputs(demo.query, selected, demo.steps.get(name, {}))
-                cases = part.run(inputs, judge, llm)
+                cases = part.run(inputs, judge, {**llm, "on_progress": clock.progress})
             run.parts[name] = DemoPartRun(title=part.title, judge_id=judge.judge_id, cases=cases)
         if "audit" in built:
             judge = built["audit"]
             claims = f"{len(demo.answer.claims)} claims in one call"
-            with step("audit", judge, _time_notice(judge, claims, QWEN_MEASURED_S["audit"])):
+            with step("audit", judge, _cpu_notice(judge, claims)) as clock:
                 run.audit = evidex.audit(
                     demo.answer.text,
                     selected,
@@ -215,20 +216,20 @@ def run_demo(
                     question=demo.query,
                     claims=[c.claim for c in demo.answer.claims],
                     judge=judge,
+                    on_progress=clock.progress,
                     **llm,
                 )
         else:
             skip("audit", skipped["audit"])
         if "classify" in built:
             judge = built["classify"]
-            with step(
-                "classify", judge, _time_notice(judge, "one call", QWEN_MEASURED_S["classify"])
-            ):
+            with step("classify", judge, _cpu_notice(judge, "one call")) as clock:
                 run.classify = evidex.classify(
                     demo.classify.input,
                     [demo.passage(pid) for pid in demo.classify.passage_ids],
                     demo.classify.taxonomy,
                     judge=judge,
+                    on_progress=clock.progress,
                     **llm,
                 )
         else:
@@ -325,19 +326,16 @@ def _with_title(demo: DemoExample, passage_id: str, text: str) -> Passage:
     return Passage(passage_id=passage_id, text=text, title=demo.passage(passage_id).title)
 
 
-QWEN_MEASURED_S = {"audit": 24, "classify": 11}
-"""Seconds these two steps took with local:qwen in a demo run on 2 cores shared with another
-llama.cpp process (2026-12-03); a later job's step gives its own (``DemoPart.measured_s``)."""
-
-
-def _time_notice(judge: Judge, what: str, seconds: float | None) -> str | None:
-    """What to expect before an LLM step: the embedded model is slow on a CPU."""
-    if not judge.judge_id.startswith("local:qwen") or seconds is None:
+def _cpu_notice(judge: Judge, what: str) -> str | None:
+    """What to know before an embedded-LLM step: it runs on this machine's CPU (its progress
+    line then gives the calls done, the seconds a call and the time left, as this run
+    measures them)."""
+    if not judge.judge_id.startswith("local:qwen"):
         return None
     return (
-        f"{what} to {judge.judge_id} on the CPU: about {seconds:.0f} s when measured on 2 cores "
-        "shared with another model process, minutes on a busy machine (there, set "
-        "EVIDEX_QWEN_THREADS=1); the first use also joins the model weights into the cache dir"
+        f"{what} to {judge.judge_id} on this machine's CPU; the first use also joins the model "
+        "weights into the cache dir (on a machine busy with other work, EVIDEX_QWEN_THREADS=1 "
+        "can be much faster)"
     )
 
 
@@ -359,6 +357,11 @@ class _Clock:
         self.notify(self._note("start", judge_id=judge_id, message=self.notice))
         return self
 
+    def progress(self, done: int, total: int) -> None:
+        """The step's ``on_progress``: its calls done of the total, as they advance."""
+        seconds = time.perf_counter() - self.started
+        self.notify(self._note("progress", done=done, total=total, seconds=seconds))
+
     def __exit__(self, kind: object, *_: object) -> None:
         if kind is not None:
             return
@@ -367,7 +370,7 @@ class _Clock:
         self.timings.append(StepTiming(step=self.step, judge_id=judge_id, seconds=seconds))
         self.notify(self._note("done", judge_id=judge_id, seconds=seconds))
 
-    def _note(self, status: Literal["start", "done"], **fields: Any) -> StepNote:
+    def _note(self, status: Literal["start", "progress", "done"], **fields: Any) -> StepNote:
         return StepNote(
             step=self.step,
             status=status,
@@ -439,8 +442,8 @@ def demo_command(
     embedded encoder (local:minilm), the generator's context is picked under a token budget,
     two questions are checked against that context before generating (one it answers, one it
     does not), a generated answer with planted mistakes is audited against that context and a
-    support ticket is classified, all three by the embedded LLM (local:qwen, a few minutes on a
-    CPU). Each step is
+    support ticket is classified, all three by the embedded LLM (local:qwen, on the CPU; each
+    step's line gives its calls done and the time left as the run measures them). Each step is
     shown next to the example author's labels. Without the llm extra the LLM steps are skipped
     with the command that installs it.
     """

@@ -23,6 +23,7 @@ from evidex.cli._app import app, renamed
 from evidex.cli._io import RunFlags, open_db, option_group, progress, run_flags
 from evidex.cli._judge import endpoint_options, judge_options
 from evidex.cli._options import tiers_option, unset_option
+from evidex.cli._tables import print_table
 from evidex.errors import ConfigError
 from evidex.evaluate.calibration import CALIBRATION_FILE
 from evidex.evaluate.plots import fmt_value
@@ -323,7 +324,7 @@ def calibrate_command(
         table.add_column(name)
     for b in record["boundaries"]["adjacent"]:
         table.add_row(b["boundary"], str(b["down"]), str(b["up"]), fmt_value(b["share"]))
-    console.print(table)
+    print_table(console, table)
     fitted = record.get("fitted")
     if fitted:
         console.print(

@@ -20,6 +20,7 @@ from rich.text import Text
 
 from evidex.cli._app import app
 from evidex.cli._options import output_option, unset_option
+from evidex.cli._tables import print_table
 from evidex.errors import ConfigError
 from evidex.evaluate.compare import compare_reports, comparison_json, comparison_markdown
 from evidex.evaluate.gate import GateRun, GatesFailed, load_gates, run_gates
@@ -96,7 +97,7 @@ def compare_command(
         return
     output.write_text(text, encoding="utf-8")
     console = Console(stderr=True)
-    console.print(_metrics_table(comparison))
+    print_table(console, _metrics_table(comparison))
     changed = comparison["items"]
     console.print(
         Text(
@@ -171,9 +172,9 @@ def gate_command(
     for r in outcome.floors:
         table.add_row(r.gate, r.metric, fmt_value(r.value), f"{r.floor:g}", _result(r.passed))
     console = Console()
-    console.print(table)
+    print_table(console, table)
     if outcome.baselines:
-        console.print(_baseline_table(outcome))
+        print_table(console, _baseline_table(outcome))
     if outcome.passed:
         return
     problems = []

@@ -15,6 +15,7 @@ from evidex.cli._app import app, err_console
 from evidex.cli._group import Group
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, json_option
+from evidex.cli._tables import print_table
 from evidex.store import ROLES
 
 __all__ = ["keys_app"]
@@ -81,7 +82,7 @@ def list_command(
             key.created_at.strftime("%Y-%m-%d %H:%M"),
             key.revoked_at.strftime("%Y-%m-%d %H:%M") if key.revoked_at else "",
         )
-    Console().print(table)
+    print_table(Console(), table)
 
 
 @keys_app.command("revoke")

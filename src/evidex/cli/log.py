@@ -14,6 +14,7 @@ from rich.text import Text
 from evidex.cli._app import app, err_console
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, job_option, json_option, unset_option
+from evidex.cli._tables import print_table
 
 __all__ = ["audit_table", "log_command"]
 
@@ -62,7 +63,7 @@ def log_command(
         err_console.print("no audit-log rows match")
         return
     console = Console()
-    console.print(audit_table(rows, console.width))
+    print_table(console, audit_table(rows, console.width))
 
 
 # (name, min width when it may wrap or None when it never wraps, console width it needs)

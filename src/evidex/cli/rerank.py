@@ -188,7 +188,7 @@ def _batch(
     results: list[RerankResult] = []
     missing = 0
     lines: list[str] = []
-    with progress(len(run), "rerank queries") as on_progress:
+    with progress(len(run), "rerank", "queries") as on_progress:
         for done, (qid, entries) in enumerate(run.items(), 1):
             candidates = [
                 texts[e.docid].model_copy(update={"rank": e.rank, "score": e.score})

@@ -20,6 +20,7 @@ from evidex.cli._app import EXIT_USAGE, app, err_console
 from evidex.cli._group import Group
 from evidex.cli._io import json_line, open_db
 from evidex.cli._options import DbOpt, job_option, json_option, tiers_option, unset_option
+from evidex.cli._tables import print_table
 from evidex.errors import ConfigError, ReviewConflict
 from evidex.evaluate.golden import read_jsonl, write_jsonl
 from evidex.evaluate.review_export import export_reviews
@@ -117,7 +118,7 @@ def list_command(
                 )
             )
         )
-    Console().print(table)
+    print_table(Console(), table)
 
 
 @review_app.command("show")
@@ -143,7 +144,7 @@ def show_command(
     fields.add_column(overflow="fold")
     for label, value in _summary(item):
         fields.add_row(label, Text(value))
-    console.print(fields)
+    print_table(console, fields)
     for decision in item["decisions"]:
         said = f"{decision['kind']} by {decision['reviewer'] or 'an unnamed reviewer'}: "
         note = f" ({decision['note']})" if decision["note"] else ""

@@ -31,7 +31,7 @@ def run_tier(
     size = options.batch_size
     with (
         flags.job("tier") as run,
-        progress(math.ceil(len(passages) / size), "tier batches") as on_progress,
+        progress(math.ceil(len(passages) / size), "tier", "batches") as on_progress,
     ):
         return tier(
             query, passages, **options.values(), **run, on_progress=on_progress, prompt=prompt

@@ -49,12 +49,10 @@ class DemoInputs:
 @dataclass(frozen=True)
 class DemoPart:
     """A job's step in the demo: ``run(inputs, judge, keywords)`` checks the cases with the
-    job's library call (``keywords``: the store, hooks and settings the demo runs every step
-    with)."""
+    job's library call (``keywords``: the store, hooks, settings and progress callback the
+    demo runs every step with)."""
 
     title: str
     judge: str
     """The judge the step uses unless the demo is given one."""
     run: Callable[[DemoInputs, Judge, Mapping[str, Any]], list[DemoCase]]
-    measured_s: float | None = None
-    """Seconds the step took with its default judge when measured (shown before it runs)."""

@@ -45,5 +45,4 @@ def demo_part(check: Check) -> DemoPart:
         title="Enough to answer? (checked before generating)",
         judge="local:qwen",
         run=run,
-        measured_s=20,  # both checks, local:qwen mode=score, 2026-12-03 (as the other steps)
     )
