@@ -14,21 +14,23 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 from _injection_case import Case, JobBench, Outcome, undefended
 from _injection_texts import AUDIT, CLASSIFY, SUFFICIENCY
 from evidex._attacks import Attack
+from evidex.evaluate.datasets import trec_dl_tier
 from evidex.evaluate.metrics import cohen_kappa
 from evidex.jobs.rerank import arerank
 from evidex.jobs.tier import atier
 from evidex.judging import Judge
 from evidex.store import SqlStore
 from evidex.types import Passage
-from injection_screen import load
 
-__all__ = ["CONTEXT", "JOBS", "TIERS", "attack_pairs", "undefended"]
+__all__ = ["CONTEXT", "JOBS", "TIERS", "attack_pairs", "trec", "undefended"]
 
 TIERS = ["irrelevant", "tangentially-related", "contextually-relevant", "directly-supporting"]
 CONTEXT = {"directly-supporting", "contextually-relevant"}
@@ -60,10 +62,24 @@ def attack_pairs(
         yield query, judged, target, Passage(passage_id=rel, text=texts[rel])
 
 
+def trec(data: Path) -> tuple[dict[str, str], dict[str, dict[str, int]], dict[str, str]]:
+    """TREC DL 2019's queries, judgments (query id -> passage id -> NIST grade) and the texts
+    of the judged passages."""
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = defaultdict(dict)
+    texts: dict[str, str] = {}
+    for pair in trec_dl_tier(data / "trec-dl-2019"):
+        qid = pair.query_id or pair.query
+        queries[qid] = pair.query
+        qrels[qid][pair.passage_id] = pair.grade if pair.grade is not None else 0
+        texts[pair.passage_id] = pair.text
+    return queries, dict(qrels), texts
+
+
 def _trec_cases(args: Any) -> tuple[list[Case], list[Case]]:
     """The attacked pairs (seeded as :func:`attack_pairs`), then per query up to
     ``args.pairs`` judged passages for the clean measure (their own seeded draw)."""
-    queries, qrels, texts = load(args.data, "trec-dl-2019")
+    queries, qrels, texts = trec(args.data)
     attacked, clean = [], []
     draw = random.Random(args.seed + 1)
     for query, judged, target, beside in attack_pairs(
