@@ -77,9 +77,9 @@ def compare_command(
     ] = 50,
 ) -> None:
     """Compare an evaluation run with a baseline run, item by item: each metric side by side,
-    the difference with a paired bootstrap interval over the items both reports hold (pairs
-    for tier, queries for rerank, inputs for classify, answers for audit, questions for
-    sufficiency), and every item whose judgment changed, with both judgments and reasons."""
+    the difference with a paired bootstrap interval over the items both reports hold (the
+    job's unit of evaluation: a query–passage pair, a query, an input, an answer or a
+    question), and every item whose judgment changed, with both judgments and reasons."""
     chosen = fmt or ("json" if output is not None and output.suffix == ".json" else "markdown")
     if chosen not in _FORMATS:
         raise ConfigError(f"--format is markdown or json, got {chosen!r}")

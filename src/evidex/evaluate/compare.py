@@ -2,9 +2,9 @@
 
 A change of judge, prompt or options moves a report's figures; whether the move is more than
 the noise of a small golden set is what a team needs to know before it ships the change. The
-comparison pairs the two reports' items (the unit of evaluation of the job: a query–passage
-pair for tier, a query for rerank, an input for classify, an answer for audit, a question for
-sufficiency; see :mod:`evidex.evaluate._base`) by their key, and for every metric gives:
+comparison pairs the two reports' items (the job's unit of evaluation, the report's ``unit``:
+a query–passage pair, a query, an input, an answer or a question; see
+:mod:`evidex.evaluate._base`) by their key, and for every metric gives:
 
 - both runs' values, recomputed from the items both reports hold (the job's own
   :meth:`~evidex.evaluate._base.GoldenEvaluator.figures`, so they are the reports' figures
