@@ -377,6 +377,34 @@ def test_the_chain_snippet_answers_or_abstains_as_written(
         assert steps == ["sufficiency"]  # nothing generated, nothing audited
 
 
+def test_the_run_comparison_and_baseline_gate_run_as_written(tmp_path: Path) -> None:
+    """Two runs over the example golden set (predictions kept from a last release, and the
+    embedded judge today), compared item by item, and gated against the pinned one."""
+    commands = [c for c in _cli_commands() if "examples/eval/" in c or "eval compare" in c]
+    assert [c.split(" -")[0] for c in commands] == [
+        "evidex eval tier",
+        "evidex eval tier",
+        "evidex eval compare runs/last-release runs/today",
+        "evidex gate",
+    ]
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    script = Path(sys.executable).with_name("evidex")
+    env = {**os.environ, "EVIDEX_DB": str(tmp_path / "evidex.db"), "COLUMNS": "120"}
+    outputs = []
+    for command in commands:
+        line = command.replace("evidex", shlex.quote(str(script)), 1)
+        done = subprocess.run(
+            ["bash", "-c", line], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300
+        )
+        assert done.returncode == 0, (command, done.stderr)
+        outputs.append(done.stdout)
+    page = (tmp_path / "compare.md").read_text(encoding="utf-8")
+    assert "| `accuracy` |" in page and "## Changed judgments: 3 of 17 pairs" in page
+    assert "- **`k8s-grace / grace-field`** (golden: directly-supporting): worse" in page
+    assert "against the baseline (paired bootstrap over pairs)" in outputs[-1]
+    assert "FAIL" not in outputs[-1]
+
+
 def test_the_mcp_examples_run_as_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
 ) -> None:
@@ -413,3 +441,65 @@ def test_the_mcp_examples_run_as_written(
             return [tool.name for tool in (await client.list_tools()).tools]
 
     assert asyncio.run(listed()) == tools
+
+
+_QWEN_STAND_IN = '''
+from evidex import judges
+from tests.scripted import ScriptedJudge
+
+DOSE = "Most adults need 600 IU (15 micrograms) of vitamin D a day."
+
+
+def grade(claim):
+    if "colds" in claim:
+        return {"claim_text": claim, "classification": "unsupported",
+                "supporting_context_ids": [], "supporting_quotes": [],
+                "explanation": "No passage mentions colds.", "unsupported_part": None,
+                "contradicted": False, "contradicting_quote": None}
+    return {"claim_text": claim, "classification": "fully_supported",
+            "supporting_context_ids": ["p1"], "supporting_quotes": [DOSE],
+            "explanation": "As the passage says.", "unsupported_part": None,
+            "contradicted": False, "contradicting_quote": None}
+
+
+def reply(request):
+    sentences = [s.strip() + "." for s in request.payload.answer.split(".") if s.strip()]
+    return {"answer_id": None, "claims": [grade(s) for s in sentences]}
+
+
+def build(spec, **options):
+    judge = ScriptedJudge([reply] * 10)
+    judge.judge_id = spec
+    return judge
+
+
+judges.register_judge("local:qwen", build)
+'''
+
+
+def test_the_test_suite_example_runs_as_written(tmp_path: Path) -> None:
+    """The example suite with the embedded judge for tier and rerank and a scripted judge
+    standing in for ``local:qwen`` (its conftest): the README's failure message is the run's,
+    and a second run is answered by the store's cache."""
+    [suite] = [b for b in _python_blocks() if "from evidex.testing import" in b]
+    [text] = [b for b in re.findall(r"```text\n(.*?)```", README, re.DOTALL) if "evidex:" in b]
+    [command] = [
+        line.split("  #", 1)[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", README, re.DOTALL)
+        for line in block.splitlines()
+        if line.startswith("pytest test_answers.py")
+    ]
+    (tmp_path / "test_answers.py").write_text(suite, encoding="utf-8")
+    (tmp_path / "conftest.py").write_text(_QWEN_STAND_IN, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    argv = [sys.executable, "-m", *shlex.split(command), "-p", "no:cacheprovider"]
+    runs = [
+        subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300)
+        for _ in range(2)
+    ]
+    first = runs[0].stdout
+    assert runs[0].returncode == 1 and "1 failed, 1 passed" in first, first
+    for line in text.strip().splitlines():
+        pattern = re.escape(line).replace(re.escape("..."), ".*")
+        assert re.search(pattern, first), (line, first)
+    assert "evidex: 3 checks (1 failed), 0 judge calls, 3 answered from the cache" in runs[1].stdout
