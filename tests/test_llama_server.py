@@ -19,18 +19,26 @@ A 500, not a 400: the judge must read the refusal from the message, learn it onc
 the audit log), send ``json_object`` from then on, and never let it become a fallback.
 
 Between the judge and the server sits a pass-through recorder of our own: it changes nothing,
-and tells the test what each request asked for and what the server answered.
+and tells the test what each request asked for and what the server answered. It reads each
+answer whole, so the test of a call given up mid-stream talks to the server directly.
+
+The judge runs with its default deadlines (no timeout set by hand): the server streams, and
+a call is watched by its first token and its idle gaps.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
 import json
+import os
 import re
 import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,17 +48,16 @@ from typing import Any
 import httpx
 import pytest
 
-from evidex import HarnessSettings, Passage, rerank, tier
+from evidex import Passage, rerank, tier
 from evidex.judges import get_judge
+from evidex.judges._openai import OpenAIJudge
+from evidex.judging import JudgeReply, JudgeRequest, Message, Payload
 from tests.live_service import stop_process, wait_ready
 
 pytestmark = pytest.mark.slow
 
 SERVER_MODULES = ("fastapi", "uvicorn", "sse_starlette", "starlette_context", "pydantic_settings")
 START_TIMEOUT_S = 120.0
-CALL_TIMEOUT_S = 900.0
-"""As local:qwen's: the server finishes a call whose client gave up, so a short timeout only
-throws the work away and queues the retry behind it."""
 FORMAT_FAULT = re.compile(r"response_format|json_schema|HTTP 500", re.I)
 
 QUESTION = "How tall is the Eiffel Tower?"
@@ -103,8 +110,9 @@ def _start(model: Path, threads: int, log: Path) -> LlamaServer:
         "--host", "127.0.0.1", "--port", str(port),
         "--n_ctx", "4096", "--n_threads", str(threads),
     ]  # fmt: skip
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}  # its prints reach the log as they happen
     with log.open("wb") as out:
-        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env)
     server = LlamaServer(process, f"http://127.0.0.1:{port}", log)
     if wait_ready(f"{server.upstream}/v1/models", process, START_TIMEOUT_S, interval_s=0.5):
         return server
@@ -177,8 +185,8 @@ def llama_server(qwen: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def test_tier_and_rerank_are_judged_through_a_server_that_refuses_json_schema(
     llama_server: LlamaServer, store: Any
 ) -> None:
-    judge = get_judge("openai:qwen", base_url=llama_server.base_url, timeout_s=CALL_TIMEOUT_S)
-    run = {"judge": judge, "store": store, "settings": HarnessSettings(timeout_s=CALL_TIMEOUT_S)}
+    judge = get_judge("openai:qwen", base_url=llama_server.base_url)
+    run = {"judge": judge, "store": store}
 
     tiered = tier(QUESTION, TIER_PASSAGES, batch_size=5, **run)
     ranked = rerank(QUESTION, RERANK_PASSAGES, strategy="allpairs", **run)
@@ -214,3 +222,50 @@ def test_tier_and_rerank_are_judged_through_a_server_that_refuses_json_schema(
     # the small model, constrained by the schema's grammar, should get these right
     assert all(a.source == "judge" for a in tiered.classifications), tiered.classifications
     assert ranked.source == "judge", ranked.reason
+
+
+def _ask(text: str, max_tokens: int) -> JudgeRequest:
+    return JudgeRequest(
+        job="tier",
+        messages=(Message("user", text),),
+        schema={},
+        payload=Payload(),
+        temperature=0.0,
+        max_tokens=max_tokens,
+    )
+
+
+def test_a_streamed_call_given_up_stops_on_the_server_and_the_next_call_does_not_wait_for_it(
+    llama_server: LlamaServer,
+) -> None:
+    """A long streamed reply is given up once it has begun (its caller cancels it): the judge
+    closes the connection, the server notices at its next token and stops writing (its log says
+    so), and the next call is answered at once instead of after the hundreds of tokens the
+    first one had left. Straight to the server: the recorder reads answers whole."""
+    judge = get_judge("openai:qwen", base_url=f"{llama_server.upstream}/v1")
+    assert isinstance(judge, OpenAIJudge)
+    long = _ask("Write every number from 1 to 400, separated by commas.", 1600)
+    short = _ask("Say OK.", 3)
+
+    async def scenario() -> tuple[JudgeReply, float]:
+        pace = judge.pool.endpoints[0].pace
+        began = pace.last_event
+        task = asyncio.ensure_future(judge.complete(long))
+        while pace.last_event == began:  # its first token
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(1.0)  # a few more
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        started = time.monotonic()
+        try:
+            return await judge.complete(short), time.monotonic() - started
+        finally:
+            await judge.aclose()
+
+    reply, took = asyncio.run(asyncio.wait_for(scenario(), timeout=900))
+    log = llama_server.log.read_text(errors="replace")
+    assert "Disconnected from client" in log, llama_server.log_tail()
+    assert reply.text.strip()
+    # the 1,600 tokens asked for take minutes at CPU speed; the short call took seconds
+    assert took < 60, (took, llama_server.log_tail())
