@@ -53,6 +53,7 @@ def test_no_public_name_outside_all() -> None:
         "config",
         "integrations",
         "pricing",
+        "review_policy",
         "testing",
     }
     assert public - set(evidex.__all__) - modules == set()

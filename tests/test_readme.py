@@ -229,7 +229,7 @@ def test_the_price_table_snippets_load_and_price_as_written(
     from evidex.pricing import Price
     from tests.scripted import tier_reply
 
-    [toml] = re.findall(r"```toml\n(.*?)```", README, re.DOTALL)
+    [toml] = [b for b in re.findall(r"```toml\n(.*?)```", README, re.DOTALL) if "[prices]" in b]
     (tmp_path / "config.toml").write_text(toml)
     monkeypatch.setenv("EVIDEX_CONFIG", str(tmp_path / "config.toml"))
     assert load_settings().prices == {"openai:gpt-4o-mini": Price(input=0.15, output=0.60)}

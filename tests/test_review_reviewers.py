@@ -547,4 +547,13 @@ def test_the_readmes_review_commands_run_as_written(tmp_path: Path) -> None:
         assert done.returncode == 0, (command, done.stderr)
     settled = open_store(db).get_review(7)
     assert (settled["status"], settled["decision"]) == ("resolved", TIERS[1])
-    assert '[review]\ndecisions = 1\nrules = [\n  { risk = "high", decisions = 2 }' in README
+
+    import re
+
+    from evidex.config import load_settings
+
+    [table] = [b for b in re.findall(r"```toml\n(.*?)```", README, re.DOTALL) if "[review]" in b]
+    (tmp_path / "config.toml").write_text(table)
+    review = load_settings(tmp_path / "config.toml").review
+    assert review.route("tier", "high", "high risk: x") == (2, None)
+    assert review.route("audit", "low", "fallback after 3 attempt(s): bad") == (1, "ana")
