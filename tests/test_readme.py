@@ -140,7 +140,7 @@ def _llm_stand_in(request: JudgeRequest) -> dict[str, object]:
     if request.step == "classify":
         quote = "Orders not delivered within 30 days are refunded in full."
         evidence = {"passage_id": "r1", "quoted_text": quote, "rationale": "The refund rule."}
-        label = {"label": "REFUND", "confidence": 0.9, "supporting_evidence": [evidence]}
+        label = {"label": "REFUND_ELIGIBLE", "confidence": 0.9, "supporting_evidence": [evidence]}
         return {
             "classifications": [{**label, "counter_evidence": []}],
             "unclassifiable": False,
@@ -148,7 +148,7 @@ def _llm_stand_in(request: JudgeRequest) -> dict[str, object]:
             "evidence_gaps": [],
         }
     if request.step == "audit.extract":
-        return {"claims": ["Adults need 600 IU of vitamin D a day.", "It also cures colds."]}
+        return {"claims": ["Adults need 600 IU of vitamin D a day.", "Vitamin D also cures colds."]}
     grade = {
         "unsupported_part": None,
         "contradicted": False,
@@ -195,8 +195,9 @@ def test_the_classify_and_audit_snippets_run_as_written(
     for marker in ("passages = [\n", "evidex.classify(", "answer_text = "):
         exec(compile(_first_block(marker), "README.md", "exec"), namespace)
     out = capsys.readouterr().out
-    assert "REFUND 0.9 [('r1', 'Orders not delivered within 30 days are refunded in full.')]" in out
-    assert "It also cures colds. unsupported False" in out
+    quote = "Orders not delivered within 30 days are refunded in full."
+    assert f"REFUND_ELIGIBLE 0.9 [('r1', '{quote}')]" in out
+    assert "Vitamin D also cures colds. unsupported False" in out
     steps = [r.step for judge in built for r in judge.requests]
     assert steps == ["classify", "audit.extract", "audit.classify"]
 
@@ -352,8 +353,8 @@ def test_the_chain_snippet_answers_or_abstains_as_written(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """rerank and tier with the embedded judge, sufficiency and audit with a scripted judge
-    standing in for ``openai:``: generated and audited when the passages suffice, no context
-    and the reasons when they do not."""
+    standing in for ``local:qwen``: generated and audited when the passages suffice, no
+    context and the reasons when they do not (the real model: tests/test_readme_embedded.py)."""
     monkeypatch.setattr(judges, "JUDGES", dict(judges.JUDGES))
     built: list[ScriptedJudge] = []
 
@@ -361,7 +362,7 @@ def test_the_chain_snippet_answers_or_abstains_as_written(
         built.append(ScriptedJudge([_chain_stand_in(sufficient)] * 10))
         return built[-1]
 
-    judges.register_judge("openai", factory)
+    judges.register_judge("local:qwen", factory)
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     namespace: dict[str, object] = {}
     for marker in ("passages = [\n", "sufficiency=check"):
