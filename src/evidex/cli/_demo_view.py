@@ -11,13 +11,13 @@ from types import TracebackType
 
 from rich import box
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import TaskID
 from rich.rule import Rule
 from rich.table import Table
 from rich.text import Text
 
 from evidex.cli._demo_types import INSTALL_HINT, DemoRun, StepNote
-from evidex.cli._progress import Clock, rate_line
+from evidex.cli._progress import Clock, rate_line, spinner
 from evidex.cli._tables import print_table
 
 __all__ = ["StepProgress", "show_run"]
@@ -48,14 +48,7 @@ class StepProgress:
 
     def __init__(self, console: Console, clock: Clock = time.monotonic) -> None:
         self.console = console
-        self.bar = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            get_time=clock,
-        )
+        self.bar = spinner(console, clock)
         self.task: TaskID | None = None
 
     def __enter__(self) -> StepProgress:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["Clock", "clock_text", "progress", "rate_line"]
+__all__ = ["Clock", "clock_text", "progress", "rate_line", "spinner"]
 
 Clock = Callable[[], float]
 """Seconds from an arbitrary start (``time.monotonic``; a test passes its own)."""
@@ -55,6 +55,21 @@ def _singular(unit: str) -> str:
     return unit[:-1] if unit.endswith("s") else unit
 
 
+def spinner(console: Any, clock: Clock = time.monotonic) -> Any:
+    """A transient line (a spinner, its task's description, the time so far) for work whose
+    count is one: a single judge call, a demo step."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        get_time=clock,
+    )
+
+
 @contextmanager
 def progress(
     total: int,
@@ -69,20 +84,13 @@ def progress(
     own total (known once preflight has merged duplicates) replaces it. A single item, whose
     call may take minutes (local:qwen on a CPU), shows a spinner with the time so far instead
     (cleared after) and yields None."""
-    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TextColumn
 
     if console is None:
         from evidex.cli._app import err_console as console
     if total <= 1:
-        heartbeat = Progress(
-            SpinnerColumn(),
-            TextColumn("{task.description}: waiting for the judge"),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            get_time=clock,
-        )
-        heartbeat.add_task(label, total=None)
+        heartbeat = spinner(console, clock)
+        heartbeat.add_task(f"{label}: waiting for the judge", total=None)
         with heartbeat:
             yield None
         return
