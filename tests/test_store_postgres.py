@@ -5,13 +5,7 @@ Skipped (with the reason) where the PostgreSQL server binaries or psycopg are mi
 
 from __future__ import annotations
 
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -19,76 +13,25 @@ import sqlalchemy as sa
 from evidex.harness.events import AuditRecord
 from evidex.harness.ports import ReviewRequest
 from evidex.store import SqlStore, open_store
+from tests import pg_server
 
 pytest.importorskip("psycopg", reason="the postgres extra is not installed")
-
-BIN_DIRS = [
-    Path("/usr/local/bin"),
-    *sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True),
-]
-
-
-def _binary(name: str) -> str | None:
-    for d in BIN_DIRS:
-        if (d / name).exists():
-            return str(d / name)
-    return shutil.which(name)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def pg_url() -> Iterator[str]:
-    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
-    if not initdb or not pg_ctl:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) are not installed")
-    as_user: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses to run as root
-        if shutil.which("runuser") is None:
-            pytest.skip("running as root without runuser to drop to the postgres user")
-        as_user = ["runuser", "-u", "postgres", "--"]
-    root = Path(tempfile.mkdtemp(prefix="evidex-pg-"))
-    if as_user:
-        shutil.chown(root, "postgres")
-    data, port = root / "data", _free_port()
-    subprocess.run(
-        [*as_user, initdb, "-D", str(data), "-U", "evidex", "--auth=trust"],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [
-            *as_user,
-            pg_ctl,
-            "-D",
-            str(data),
-            "-w",
-            "-l",
-            str(root / "log"),
-            "-o",
-            f"-p {port} -k {root} -c listen_addresses=127.0.0.1",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        yield f"postgresql+psycopg://evidex@127.0.0.1:{port}/postgres"
-    finally:
-        subprocess.run(
-            [*as_user, pg_ctl, "-D", str(data), "-m", "fast", "stop"], capture_output=True
-        )
-        shutil.rmtree(root, ignore_errors=True)
+    reason = pg_server.missing()
+    if reason is not None:
+        pytest.skip(reason)
+    with pg_server.temp_postgres() as url:
+        yield url
 
 
 @pytest.fixture
 def pg_store(pg_url: str) -> Iterator[SqlStore]:
     store = open_store(pg_url)
     yield store
+    store.flush()  # queued rows, before their tables go
     with store.engine.begin() as conn:
         conn.exec_driver_sql(
             "DROP TABLE IF EXISTS audit_log, cache, review_queue, golden_labels, "
