@@ -205,14 +205,16 @@ from evidex.store import open_store
 store = open_store(sys.argv[1])
 for i in range(200):
     store.append_audit(AuditRecord(run_id=f"c{i:03d}", job="tier", status="ok"))
+    store.cache_put(f"c{i:03d}", "tier", {"i": i})
 store.flush()  # these 200 are committed
 for i in range(200):
     store.append_audit(AuditRecord(run_id=f"q{i:03d}", job="tier", status="ok"))
+    store.cache_put(f"q{i:03d}", "tier", {"i": i})
 os.kill(os.getpid(), signal.SIGKILL)  # queued, maybe not committed
 """
 
 
-def test_a_kill_9_loses_no_committed_audit_row(tmp_path: Path) -> None:
+def test_a_kill_9_loses_no_committed_audit_or_cache_row(tmp_path: Path) -> None:
     path = tmp_path / "killed.db"
     done = subprocess.run(
         [sys.executable, "-c", _KILLED_WRITER, f"sqlite:///{path}"], check=False, timeout=60
@@ -222,6 +224,55 @@ def test_a_kill_9_loses_no_committed_audit_row(tmp_path: Path) -> None:
     rows = [r["run_id"] for r in store.audit_rows()]
     assert rows[:200] == [f"c{i:03d}" for i in range(200)]
     assert rows[200:] == [f"q{i:03d}" for i in range(len(rows) - 200)]  # a prefix, in order
+    assert all(store.cache_get(f"c{i:03d}") == {"i": i} for i in range(200))
+    # a cache row commits with the audit rows queued beside it, never without them
+    cached = sum(store.cache_get(f"q{i:03d}") is not None for i in range(200))
+    assert cached <= len(rows) - 200
+    store.close()
+
+
+def test_cache_rows_are_queued_read_at_once_and_committed_with_the_audit_rows(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "cache.db"
+    store = open_store(f"sqlite:///{path}")
+    store.append_audit(AuditRecord(run_id="r", job="tier", status="ok"))
+    store.cache_put("k1", "tier", {"a": 1})
+    store.cache_put("k1", "tier", {"a": 1})  # the same reply twice in one batch
+    assert store.cache_get("k1") == {"a": 1}  # before any commit: this process sees it
+    store.flush()
+    with sqlite3.connect(path) as conn:  # another connection: committed, once, with its log row
+        assert conn.execute("SELECT key FROM cache").fetchall() == [("k1",)]
+        assert conn.execute("SELECT count(*) FROM audit_log").fetchone() == (1,)
+    other = open_store(f"sqlite:///{path}")
+    other.cache_put("k1", "tier", {"a": 1})  # already stored by another process: kept as is
+    other.cache_put("k2", "tier", {"b": 2})
+    other.flush()
+    assert other.cache_get("k2") == {"b": 2} and store.cache_get("k2") == {"b": 2}
+    other.close()
+    store.close()
+
+
+def test_a_coroutine_flush_commits_every_queued_row_without_a_thread(tmp_path: Path) -> None:
+    import asyncio
+    import threading
+
+    path = tmp_path / "aflush.db"
+    store = open_store(f"sqlite:///{path}")
+
+    async def run() -> int:
+        for i in range(30):
+            store.append_audit(AuditRecord(run_id=f"r{i}", job="tier", status="ok"))
+        store.cache_put("k", "tier", {"a": 1})
+        threads = threading.active_count()
+        await store.aflush()
+        assert threading.active_count() == threads  # no worker thread waited for it
+        with sqlite3.connect(path) as conn:
+            return int(conn.execute("SELECT count(*) FROM audit_log").fetchone()[0]) + int(
+                conn.execute("SELECT count(*) FROM cache").fetchone()[0]
+            )
+
+    assert asyncio.run(run()) == 31
     store.close()
 
 

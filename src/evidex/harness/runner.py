@@ -376,10 +376,8 @@ class Harness:
             attempts.append(AttemptRecord(attempt=attempt, raw_output=reply.text))
             self.hooks.emit(AuditRecord(**row, status="ok", labels=step.labels(value)))
             if self.settings.use_cache:
-                # a commit waits on the disk: off the loop, which serves other calls meanwhile
-                await asyncio.to_thread(
-                    self.store.cache_put, key, step.job, value.model_dump(mode="json")
-                )
+                # queued: committed with the run's audit rows by the flush before it returns
+                self.store.cache_put(key, step.job, value.model_dump(mode="json"))
             return Outcome(
                 value=value,
                 source="judge",

@@ -5,10 +5,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
-import queue
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from evidex.store._util import new_id as _new_id
 from evidex.store._util import now as _now
 from evidex.store._util import safe_url as _safe_url
 from evidex.store._util import select_where as _select
+from evidex.store._writer import RowWriter
 
 __all__ = ["SqlStore", "default_url", "open_store"]
 
@@ -82,7 +82,7 @@ class SqlStore(ReviewQueue, ReviewDecisions, KeyRing):
             raise ConfigError(f"cannot open the store at {_safe_url(url)}: {exc}") from exc
         self._lock = threading.RLock()
         self._verified_keys = {}
-        self._audit = _AuditWriter(self._insert_audit)
+        self._rows = RowWriter(self._insert_rows)
         _OPEN.add(self)
         self.migrate()
 
@@ -143,15 +143,32 @@ class SqlStore(ReviewQueue, ReviewDecisions, KeyRing):
         call never waits for the database. :meth:`flush` returns once every queued row is
         committed (the harness flushes before a job returns its result, reads flush first), and
         a failed write is raised by the next append or flush: the audit trail never has silent
-        holes. A ``kill -9`` loses no committed row (see :class:`_AuditWriter`)."""
-        self._audit.put(record.model_dump(mode="python"))
+        holes. A ``kill -9`` loses no committed row (see :mod:`evidex.store._writer`)."""
+        self._rows.put("audit", record.model_dump(mode="python"))
 
     def flush(self) -> None:
-        """Commit every queued audit row now."""
-        self._audit.flush()
+        """Commit every queued audit and cache row now."""
+        self._rows.flush()
 
-    def _insert_audit(self, rows: list[dict[str, Any]]) -> None:
-        self._write(t.audit_log.insert(), rows)
+    async def aflush(self) -> None:
+        """:meth:`flush` from a coroutine, without a thread waiting for the commit."""
+        await self._rows.aflush()
+
+    def _insert_rows(self, audit: list[dict[str, Any]], cache: list[dict[str, Any]]) -> None:
+        """One transaction: the audit rows, then the cache rows whose key is not stored yet."""
+        unique = list({row["key"]: row for row in cache}.values())
+        with self._lock:
+            try:
+                with self.engine.begin() as conn:
+                    if audit:
+                        conn.execute(t.audit_log.insert(), audit)
+                    if unique and self._cache_insert is not None:
+                        conn.execute(self._cache_insert, unique)
+            except SQLAlchemyError as exc:
+                raise StoreError(f"cannot write the store: {exc}") from exc
+        if unique and self._cache_insert is None:
+            for row in unique:
+                self._put_one(row)
 
     def audit_rows(
         self,
@@ -195,17 +212,41 @@ class SqlStore(ReviewQueue, ReviewDecisions, KeyRing):
     # ------------------------------------------------------------------ cache
 
     def cache_get(self, key: str) -> dict[str, Any] | None:
+        pending = self._rows.pending_cache(key)
+        if pending is not None:
+            return pending
         rows = self._read(sa.select(t.cache.c.value).where(t.cache.c.key == key))
         return rows[0]["value"] if rows else None
 
     def cache_put(self, key: str, job: str, value: dict[str, Any]) -> None:
+        """Queue a cache row: committed with the audit rows (the job's flush before it returns
+        commits both), readable by :meth:`cache_get` in this process at once. A key already
+        stored keeps its row: same key, same content."""
+        self._rows.put("cache", {"key": key, "job": job, "value": value, "created_at": _now()})
+
+    @property
+    def _cache_insert(self) -> Any:
+        """``INSERT ... ON CONFLICT DO NOTHING`` into the cache where the database has it."""
+        name = self.engine.dialect.name
+        if name == "sqlite":
+            from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+            return sqlite_insert(t.cache).on_conflict_do_nothing(index_elements=["key"])
+        if name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as pg_insert
+
+            return pg_insert(t.cache).on_conflict_do_nothing(index_elements=["key"])
+        return None
+
+    def _put_one(self, row: dict[str, Any]) -> None:
         try:
-            self._write(t.cache.insert().values(key=key, job=job, value=value, created_at=_now()))
+            self._write(t.cache.insert(), [row])
         except StoreError as exc:
             if not isinstance(exc.__cause__, IntegrityError):
                 raise  # same key, same content: a concurrent writer got there first
 
     def cache_clear(self, job: str | None = None) -> int:
+        self.flush()  # a queued row would land after the clear
         stmt = t.cache.delete()
         if job:
             stmt = stmt.where(t.cache.c.job == job)
@@ -251,106 +292,9 @@ class SqlStore(ReviewQueue, ReviewDecisions, KeyRing):
         try:
             self.flush()
         finally:
-            self._audit.stop()
+            self._rows.stop()
             _OPEN.discard(self)
             self.engine.dispose()
-
-
-class _AuditWriter:
-    """Audit rows committed in batches by a thread of their own, off the event loop.
-
-    A row is *queued* when :meth:`put` returns and *committed* once the transaction holding it
-    has committed: a ``kill -9`` loses queued rows, never committed ones. Rows commit at the
-    latest ``linger_s`` after the first of a batch was queued (at most ``max_batch`` a
-    transaction), at once when :meth:`flush` or :meth:`stop` asks, and on a normal exit (the
-    module's ``atexit`` hook). Rows commit in the order they were queued, so their ids follow
-    that order. Why linger: woken for every row, the writer commits one row per transaction
-    and takes the interpreter lock from the event loop as often; at high concurrency that cost
-    more CPU per judge call than the call itself (``bench/api_path.py``).
-    """
-
-    def __init__(
-        self,
-        write: Callable[[list[dict[str, Any]]], None],
-        max_batch: int = 500,
-        linger_s: float = 0.1,
-    ):
-        self._write = write
-        self._max_batch = max_batch
-        self._linger_s = linger_s
-        self._queue: queue.SimpleQueue[dict[str, Any] | threading.Event | None] = (
-            queue.SimpleQueue()
-        )
-        self._urgent = threading.Event()
-        """Set by flush and stop: commit what is queued now, without lingering."""
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._error: BaseException | None = None
-        self._start_lock = threading.Lock()
-
-    def put(self, row: dict[str, Any]) -> None:
-        self._raise_error()
-        self._ensure_thread()
-        self._queue.put(row)
-
-    def flush(self) -> None:
-        """Return once every row queued before the call is committed."""
-        if self._thread is not None and self._pid == os.getpid():
-            done = threading.Event()
-            self._queue.put(done)
-            self._urgent.set()
-            done.wait()
-        self._raise_error()
-
-    def stop(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(None)
-            self._urgent.set()
-            self._thread.join()
-        self._thread = None
-
-    def _raise_error(self) -> None:
-        error, self._error = self._error, None
-        if error is not None:
-            raise StoreError(f"audit rows could not be written: {error}") from error
-
-    def _ensure_thread(self) -> None:
-        # a forked process (a worker) has the object but not the thread: start its own
-        if self._thread is not None and self._pid == os.getpid():
-            return
-        with self._start_lock:
-            if self._thread is None or self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._thread = threading.Thread(
-                    target=self._run, name="evidex-audit-writer", daemon=True
-                )
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            if isinstance(item, dict):
-                # rows queued meanwhile join this batch; flush and stop cut the wait short
-                # (they queue their marker before setting the event, so the drain sees it)
-                self._urgent.wait(self._linger_s)
-            self._urgent.clear()
-            items = [item]
-            while len(items) < self._max_batch:
-                try:
-                    items.append(self._queue.get_nowait())
-                except queue.Empty:
-                    break
-            rows = [i for i in items if isinstance(i, dict)]
-            if rows:
-                try:
-                    self._write(rows)
-                except BaseException as exc:  # kept and raised in the caller's thread
-                    self._error = exc
-            for i in items:
-                if isinstance(i, threading.Event):
-                    i.set()
-            if any(i is None for i in items):
-                return
 
 
 _OPEN: weakref.WeakSet[SqlStore] = weakref.WeakSet()
