@@ -35,6 +35,7 @@ from evidex.pricing import Price, estimate_cost
 from evidex.service.auth import AuthMode, Gate
 from evidex.service.guards import (
     BodyLimit,
+    SecurityHeaders,
     check_body,
     error_body,
     max_body_bytes_from_env,
@@ -169,12 +170,7 @@ def create_app(
             allow_headers=["Authorization", "Content-Type"],
         )
 
-    @app.middleware("http")
-    async def _security_headers(request: Request, call_next: Any) -> Any:
-        response = await call_next(request)
-        for name, value in SECURITY_HEADERS.items():
-            response.headers.setdefault(name, value)
-        return response
+    app.add_middleware(SecurityHeaders, headers=SECURITY_HEADERS)
 
     _mount_prometheus(app, anyone, settings.prices)
 
