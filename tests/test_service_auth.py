@@ -141,6 +141,58 @@ def test_keys_are_stored_as_slow_salted_digests_never_as_themselves(store: SqlSt
     assert rows[0]["salt"] != rows[1]["salt"] and len(rows[0]["digest"]) == 64
 
 
+def test_a_token_is_hashed_slowly_once_then_only_its_row_is_read_again(
+    store: SqlStore, keyed: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from evidex.store import _keys
+
+    hashed: list[str] = []
+    slow = _keys._digest
+    monkeypatch.setattr(
+        _keys, "_digest", lambda secret, salt: hashed.append(salt) or slow(secret, salt)
+    )
+    assert store.verify_key(keyed["client"]) is not None
+    assert len(hashed) == 1
+    monkeypatch.setattr(_keys, "VERIFIED_TTL_S", 0.0)  # every check is stale from now on
+    assert store.recently_verified(keyed["client"]) is None
+    assert store.verify_key(keyed["client"]) is not None  # the row read again, no scrypt
+    assert len(hashed) == 1
+    other = open_store(store.url)  # another replica revokes it
+    other.revoke_key(keyed["client"].split("_")[1])
+    other.close()
+    assert store.verify_key(keyed["client"]) is None
+    wrong = keyed["reviewer"][:-2] + ("AA" if not keyed["reviewer"].endswith("AA") else "BB")
+    assert store.verify_key(wrong) is None  # an unknown token is hashed, never trusted
+    assert len(hashed) == 2
+
+
+def test_requests_bringing_one_new_key_at_once_share_its_check(
+    store: SqlStore, keyed: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    from evidex.service.auth import Gate
+
+    checks: list[str] = []
+    verify = store.verify_key
+
+    def counted(token: str) -> Any:
+        checks.append(token)
+        time.sleep(0.2)  # a slow hash, while the other requests arrive
+        return verify(token)
+
+    monkeypatch.setattr(store, "verify_key", counted)
+    gate = Gate(store, "keys")
+
+    async def many() -> list[Any]:
+        calls = [gate.principal(None, keyed["client"]) for _ in range(20)]  # type: ignore[arg-type]
+        return await asyncio.gather(*calls)
+
+    principals = asyncio.run(many())
+    assert len(checks) == 1
+    assert {p.role for p in principals} == {"client"}
+
+
 def test_client_responses_carry_grades_and_reasons_but_no_raw_judge_output(
     store: SqlStore, keyed: dict[str, str]
 ) -> None:

@@ -9,25 +9,32 @@
   until then serves loopback callers only, so a fresh install works on one machine and is never
   open to the network.
 
-The caller is resolved once per request (``request.state.principal``). Checking a key runs a
-slow hash, so it runs in a worker thread, never on the event loop. Pages a browser opens (the
-UI, ``/docs``) also take the UI's login session cookie; the JSON API takes only the header, so a
-cookie never authorises an API write that a CSRF token does not guard.
+The caller is resolved once per request (``request.state.principal``). Checking a new key runs
+a slow hash (scrypt): in a small pool of threads of its own (one per core), never on the event
+loop, so a burst of new keys neither blocks the loop nor takes the threads the request path
+uses; the requests that bring the same new key at once share its one check. A key checked
+before is found by a fast hash of the token (:meth:`~evidex.store.SqlStore.verify_key`).
+
+Pages a browser opens (the UI, ``/docs``) also take the UI's login session cookie; the JSON API
+takes only the header, so a cookie never authorises an API write that a CSRF token does not
+guard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+import os
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from fastapi import Depends, HTTPException, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from evidex.store import SqlStore
+from evidex.store import ApiKey, SqlStore
 
 __all__ = ["SESSION_COOKIE", "AuthMode", "Gate", "Principal", "is_loopback"]
 
@@ -84,6 +91,10 @@ class Gate:
         self.store = store
         self.mode: AuthMode = mode
         self._has_keys: tuple[float, bool] = (float("-inf"), False)
+        self._checks: dict[str, asyncio.Future[ApiKey | None]] = {}
+        self._pool = ThreadPoolExecutor(
+            max_workers=os.cpu_count() or 1, thread_name_prefix="evidex-key-check"
+        )
 
     async def keys_exist(self) -> bool:
         checked, value = self._has_keys
@@ -99,9 +110,7 @@ class Gate:
         if self.mode == "off":
             return OPEN
         if token:
-            key = self.store.recently_verified(token) or await asyncio.to_thread(
-                self.store.verify_key, token
-            )
+            key = self.store.recently_verified(token) or await self._verify(token)
             return Principal(key.key_id, key.name, key.role) if key else None
         session_token = request.cookies.get(SESSION_COOKIE) if cookie else None
         if session_token:
@@ -113,6 +122,17 @@ class Gate:
             client = request.client.host if request.client else None
             return LOCAL if is_loopback(client) else None
         return None
+
+    async def _verify(self, token: str) -> ApiKey | None:
+        """The key of ``token``, checked in the key-check pool, once for every request that
+        brings it while its check runs."""
+        check = self._checks.get(token)
+        if check is None:
+            loop = asyncio.get_running_loop()
+            check = loop.run_in_executor(self._pool, self.store.verify_key, token)
+            self._checks[token] = check
+            check.add_done_callback(lambda _: self._checks.pop(token, None))
+        return await asyncio.shield(check)
 
     def requires(self, *roles: str, cookie: bool = False) -> Callable[..., Awaitable[Principal]]:
         """A FastAPI dependency: the caller, if it holds one of ``roles`` (admin always does).

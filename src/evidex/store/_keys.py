@@ -32,11 +32,11 @@ ROLES = ("client", "reviewer", "admin")
 KEY_PREFIX = "evx"
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1, "maxmem": 64 * 1024 * 1024, "dklen": 32}
 """scrypt at n=2^14, r=8: about 16 MiB and tens of milliseconds per check, so a stolen table
-cannot be searched quickly; verified keys are remembered briefly (:data:`VERIFIED_TTL_S`) so a
+cannot be searched quickly; a process hashes a token once (:meth:`KeyRing.verify_key`), so a
 busy client does not pay that on every request."""
 VERIFIED_TTL_S = 30.0
-"""How long a process trusts a key it has checked; a revocation reaches other processes within
-this time (at once in the process that revoked)."""
+"""How long a process trusts a key it has checked without reading its row again; a revocation
+reaches other processes within this time (at once in the process that revoked)."""
 
 
 @dataclass(frozen=True)
@@ -159,10 +159,28 @@ class KeyRing:
         return None
 
     def verify_key(self, token: str) -> ApiKey | None:
-        """The active key ``token`` is, or None (malformed, unknown, wrong secret, revoked)."""
-        known = self.recently_verified(token)
-        if known is not None:
-            return known
+        """The active key ``token`` is, or None (malformed, unknown, wrong secret, revoked).
+
+        The slow hash runs once per token and process: a token this process has matched
+        before is only looked up again (is its key still active?) once its check is older
+        than :data:`VERIFIED_TTL_S`, so a busy client costs one row read per TTL, not one
+        scrypt."""
+        hashed = _token_hash(token)
+        cached = self._verified_keys.get(hashed)
+        if cached is not None:
+            if time.monotonic() - cached[0] < VERIFIED_TTL_S:
+                return cached[1]
+            rows = self._read(
+                sa.select(t.api_keys).where(
+                    t.api_keys.c.key_id == cached[1].key_id, t.api_keys.c.revoked_at.is_(None)
+                )
+            )
+            if not rows:
+                self._verified_keys.pop(hashed, None)
+                return None
+            key = _key_of(rows[0])
+            self._verified_keys[hashed] = (time.monotonic(), key)
+            return key
         prefix, _, rest = token.partition("_")
         key_id, _, secret = rest.partition("_")
         if prefix != KEY_PREFIX or not key_id or not secret or len(token) > 200:
@@ -175,7 +193,7 @@ class KeyRing:
         if not rows or not hmac.compare_digest(_digest(secret, rows[0]["salt"]), rows[0]["digest"]):
             return None
         key = _key_of(rows[0])
-        self._verified_keys[_token_hash(token)] = (time.monotonic(), key)
+        self._verified_keys[hashed] = (time.monotonic(), key)
         return key
 
     # ------------------------------------------------------------------ UI sessions
