@@ -14,6 +14,7 @@ from evidex.evaluate.cascade_frontier import (
     frontier_sent,
     query_split,
 )
+from evidex.frontier import FrontierRounds, FrontierRule
 
 
 def oracle(
@@ -111,3 +112,59 @@ def test_out_of_set_fits_on_one_half_and_measures_on_the_other() -> None:
         low, high = fold["kappa_interval"]
         assert low <= fold["kappa"] <= high
     assert found["pooled"]["items"] == len(groups) and found["pooled"]["queries"] == 8
+
+
+# ---------------------------------------------------------------------- the rounds themselves
+
+
+def drive(
+    rounds: FrontierRounds[str], relevant: Mapping[str, Sequence[bool]]
+) -> list[dict[str, list[int]]]:
+    """Run the rounds to the end over ``relevant``; the rounds asked, in order."""
+    asked = [rounds.first()]
+    while asked[-1]:
+        for q, ps in asked[-1].items():
+            rounds.record(q, [relevant[q][p] for p in ps])
+        asked.append(rounds.next())
+    return asked[:-1]
+
+
+def test_a_wider_round_moves_several_frontiers_at_once() -> None:
+    scores = {q: [1.0 - i / 10 for i in range(10)] for q in ("a", "b", "c")}
+    relevant = {"a": [True] * 10, "b": [True] * 10, "c": [True, False] * 5}
+    narrow = FrontierRounds(FrontierRule(budget=0.5, start=0.2, step=0.2), scores)
+    wide = FrontierRounds(FrontierRule(budget=0.5, start=0.2, step=0.2, width=2), scores)
+    one, two = drive(narrow, relevant), drive(wide, relevant)
+    # after the first round every query yields; one frontier moves per round at width 1, two
+    assert [sorted(r) for r in one[1:]] == [["a"], ["a"], ["a"], ["a"], ["b"]]
+    assert [sorted(r) for r in two[1:]] == [["a", "b"], ["a", "b"], ["a"]]
+    assert narrow.total == wide.total == 15 and narrow.stopped == wide.stopped == "budget spent"
+    assert narrow.rounds == 6 and wide.rounds == 4
+
+
+def test_passages_sent_outside_the_rule_count_in_its_budget() -> None:
+    scores = {"q": [0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2]}
+    rounds = FrontierRounds(FrontierRule(budget=0.5, start=0.25, step=0.25), scores, sent_outside=4)
+    drive(rounds, {"q": [True] * 8})
+    # 12 passages, budget 6: 4 went without a score, so the rule sends 2
+    assert rounds.passages == 12 and rounds.cap == 6 and rounds.sent == {"q": [0, 1]}
+    assert rounds.total == 6 and rounds.share_sent == 0.5
+    over = FrontierRounds(FrontierRule(budget=0.5, start=0.25, step=0.25), scores, sent_outside=9)
+    assert drive(over, {"q": [True] * 8}) == [] and over.sent == {"q": []}
+
+
+def test_a_dropped_query_frees_what_it_was_asked_and_the_rounds_say_why_they_ended() -> None:
+    scores = {"a": [0.9, 0.8, 0.7, 0.6], "b": [0.9, 0.8, 0.7, 0.6]}
+    rounds = FrontierRounds(FrontierRule(budget=1.0, start=0.25, step=0.25), scores)
+    assert rounds.first() == {"a": [0], "b": [0]}
+    rounds.record("a", [True])
+    assert rounds.waiting == {"b"}
+    with pytest.raises(ValueError, match="not over"):
+        rounds.next()
+    rounds.drop("b")
+    assert rounds.total == 1 and rounds.next() == {"a": [1]}
+    rounds.record("a", [False])
+    assert rounds.next() == {} and rounds.stopped == "no frontier yields"
+    everything = FrontierRounds(FrontierRule(budget=1.0, start=0.5, step=0.5), {"a": [0.5, 0.4]})
+    drive(everything, {"a": [True, True]})
+    assert everything.stopped == "every passage sent"

@@ -53,6 +53,7 @@ def test_no_public_name_outside_all() -> None:
         "config",
         "integrations",
         "pricing",
+        "frontier",
         "review_policy",
         "testing",
     }

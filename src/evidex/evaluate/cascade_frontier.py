@@ -1,45 +1,27 @@
-"""A cascade routing rule that spends the budget where the expensive judge keeps finding
-relevant passages: the *frontier* rule, and its fit out of set.
+"""The frontier routing rule of a cascade on recorded verdicts: its fit, and its measure out
+of set.
 
-Why: a band on the cheap score does not carry over to new queries. Settling the upper grades
-with the encoder loses most out of set, and a band open above sends a share of the pairs that
-differs from query set to query set (TREC DL 2019: fitted to send 50% on one half of the
-queries, it sent 29% of the other's and 54% the other way round). Queries differ in how
-many of their pairs are relevant, and the encoder's scores do not say which queries those are;
-the expensive judge's verdicts on the current queries do.
-
-The rule, over one run's queries (:func:`frontier_sent`):
-
-1. each query's passages are ordered by the cheap score, highest first;
-2. the top ``start`` share of every query goes to the expensive judge;
-3. each query's *frontier* is its last ``step`` share sent (the lowest-scored passages the
-   expensive judge has seen); its yield is the share of them the expensive judge did not put
-   in the lowest tier;
-4. the next ``step`` share of the query with the highest yield goes on, and its frontier moves
-   down; repeated until ``budget`` times the run's passages have been sent, or no frontier
-   yields anything;
-5. every passage not sent is settled in the lowest tier: the cheap stage never settles an
-   upper grade.
-
-The budget holds by construction (never more than ``budget`` of the run's passages are sent),
-so it needs no safety margin. ``start`` and ``step`` are fitted (:func:`fit_frontier`) on one
+The rule itself (:mod:`evidex.frontier`: each query's top ``start`` share first, then one
+``step`` share at a time for the query whose frontier the expensive judge keeps finding
+relevant, until ``budget`` of the pool's passages are sent; the rest settled in the lowest
+tier) is the code the tier job runs; :func:`frontier_sent` drives it here synchronously over a
+golden set's recorded verdicts. ``start`` and ``step`` are fitted (:func:`fit_frontier`) on one
 set of queries and the figure is measured on another (:func:`frontier_out_of_set`, both ways
-round, with bootstrap intervals over the held-out queries). The rule needs every query of the
-run scored before the expensive judge's first round and one round per step; it runs here on
-recorded verdicts (a golden set's evaluation), not yet inside the tier job.
+round, with bootstrap intervals over the held-out queries): what ``evidex calibrate tier
+--budget`` writes and reports.
 """
 
 from __future__ import annotations
 
-import heapq
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
+from pydantic import ValidationError
 
 from evidex.evaluate import metrics as m
+from evidex.frontier import FrontierRounds, FrontierRule
 
 __all__ = [
     "FRONTIER_GRID",
@@ -82,49 +64,23 @@ def frontier_sent(
     budget: float,
     start: float,
     step: float,
+    width: int = 1,
 ) -> dict[str, list[int]]:
     """The positions of each query's passages sent to the expensive judge by the frontier rule
-    (see the module docstring); every other passage is settled in the lowest tier."""
-    if not 0.0 < budget <= 1.0 or not 0.0 < start <= budget or not 0.0 < step <= 1.0:
-        raise ValueError(
-            f"need 0 < start <= budget <= 1 and 0 < step <= 1, got {budget=}, {start=}, {step=}"
-        )
-    order = {q: _ranked(s) for q, s in scores.items()}
-    cap = math.floor(budget * sum(len(s) for s in scores.values()) + 1e-9)
-    first: dict[str, list[int]] = {}
-    total = 0
-    for q, ranked in order.items():
-        k = min(max(1, math.floor(start * len(ranked) + 1e-9)), len(ranked), cap - total)
-        first[q] = ranked[:k]
-        total += k
-    sent = {q: list(v) for q, v in first.items()}
-    seen = {q: list(verdicts({q: v})[q]) if v else [] for q, v in first.items()}
-    chunk = {q: max(1, math.ceil(step * len(r))) for q, r in order.items()}
-    heap = [(-_yield(seen[q], chunk[q]), q) for q in order if len(sent[q]) < len(order[q])]
-    heapq.heapify(heap)
-    while heap and total < cap:
-        negative, q = heapq.heappop(heap)
-        if -negative <= 0.0:
-            break
-        k = len(sent[q])
-        more = order[q][k : k + min(chunk[q], cap - total)]
-        seen[q] += list(verdicts({q: more})[q])
-        sent[q] += more
-        total += len(more)
-        if len(sent[q]) < len(order[q]):
-            heapq.heappush(heap, (-_yield(seen[q], chunk[q]), q))
-    return sent
-
-
-def _ranked(scores: Sequence[float]) -> list[int]:
-    """Positions by score, highest first (ties: the earlier first)."""
-    return sorted(range(len(scores)), key=lambda i: (-scores[i], i))
-
-
-def _yield(seen: Sequence[bool], chunk: int) -> float:
-    """The share of relevant verdicts among the last ``chunk`` passages sent."""
-    last = seen[-chunk:]
-    return sum(last) / len(last) if last else 0.0
+    (:class:`~evidex.frontier.FrontierRounds`, driven here round by round over ``verdicts``);
+    every other passage is settled in the lowest tier."""
+    try:
+        rule = FrontierRule(budget=budget, start=start, step=step, width=width)
+    except ValidationError as exc:
+        raise ValueError(str(exc)) from None
+    rounds = FrontierRounds(rule, scores)
+    asked = rounds.first()
+    while asked:
+        found = verdicts(asked)
+        for q in asked:
+            rounds.record(q, found[q])
+        asked = rounds.next()
+    return rounds.sent
 
 
 def query_split(groups: Sequence[str], seed: int) -> tuple[set[str], set[str]]:
@@ -164,10 +120,16 @@ class RecordedPairs:
 
 
 def _labels(
-    pairs: RecordedPairs, chosen: set[str], budget: float, start: float, step: float
+    pairs: RecordedPairs,
+    chosen: set[str],
+    budget: float,
+    start: float,
+    step: float,
+    per_query: bool = False,
 ) -> tuple[list[int], list[int], list[bool]]:
     """Item indices of the ``chosen`` queries, each one's label by the frontier rule on them,
-    and whether it was sent."""
+    and whether it was sent. The rule pools the budget over the ``chosen`` queries (one run of
+    them), or, ``per_query``, over each query alone (one tier call per query)."""
     expensive, cheap_bottom = pairs.expensive, pairs.n_labels - 1
     by_query: dict[str, list[int]] = {}
     for i, g in enumerate(pairs.groups):
@@ -179,13 +141,11 @@ def _labels(
             q: [expensive[by_query[q][p]] != cheap_bottom for p in ps] for q, ps in batch.items()
         }
 
-    sent = frontier_sent(
-        {q: [pairs.scores[i] for i in idx] for q, idx in by_query.items()},
-        verdicts,
-        budget=budget,
-        start=start,
-        step=step,
-    )
+    scores = {q: [pairs.scores[i] for i in idx] for q, idx in by_query.items()}
+    pools = [{q: s} for q, s in scores.items()] if per_query else [scores]
+    sent: dict[str, list[int]] = {}
+    for pool in pools:
+        sent |= frontier_sent(pool, verdicts, budget=budget, start=start, step=step)
     items, labels, flags = [], [], []
     for q, idx in by_query.items():
         went = set(sent[q])
@@ -239,31 +199,43 @@ def frontier_out_of_set(
     seed: int = 0,
     samples: int = 1000,
     target: FitTarget = "expensive",
+    per_query: bool = False,
 ) -> dict[str, Any]:
     """Fit on one half of the queries, measure on the other, both ways round: per direction
     the fitted ``start``/``step``, kappa of the rule and of the expensive judge alone on the
     held-out pairs, the share sent, and 95% bootstrap intervals over the held-out queries (of
-    the kappa and of its difference to the expensive judge's); then both directions pooled."""
+    the kappa and of its difference to the expensive judge's); then both directions pooled.
+
+    The held-out half is one run: the rule pools the budget over its queries. With
+    ``per_query``, ``result["per_query"]`` also measures the same fitted rule over each
+    held-out query alone (what one tier call per query gets), direction by direction and
+    pooled."""
     halves = query_split(pairs.groups, seed)
     folds: list[dict[str, Any]] = []
-    pooled: list[tuple[str, int, int, bool]] = []
+    alone: list[dict[str, Any]] = []
+    rows_of: dict[bool, list[tuple[str, int, int, bool]]] = {False: [], True: []}
     for fit_on, report_on in (halves, halves[::-1]):
         fitted = fit_frontier(pairs.subset(fit_on), budget=budget, target=target)
-        items, labels, flags = _labels(pairs, report_on, budget, fitted["start"], fitted["step"])
-        rows = [
-            (pairs.groups[i], lab, i, f) for i, lab, f in zip(items, labels, flags, strict=True)
-        ]
-        pooled += rows
-        folds.append(
-            {
-                "fit_queries": sorted(fit_on),
-                "measured_queries": sorted(report_on),
-                "start": fitted["start"],
-                "step": fitted["step"],
-                **_measure(rows, pairs, seed, samples),
-            }
-        )
-    return {"folds": folds, "pooled": _measure(pooled, pairs, seed, samples)}
+        for single in (False, True) if per_query else (False,):
+            found = _labels(pairs, report_on, budget, fitted["start"], fitted["step"], single)
+            rows = [(pairs.groups[i], lab, i, f) for i, lab, f in zip(*found, strict=True)]
+            rows_of[single] += rows
+            (alone if single else folds).append(
+                {
+                    "fit_queries": sorted(fit_on),
+                    "measured_queries": sorted(report_on),
+                    "start": fitted["start"],
+                    "step": fitted["step"],
+                    **_measure(rows, pairs, seed, samples),
+                }
+            )
+    found_out = {"folds": folds, "pooled": _measure(rows_of[False], pairs, seed, samples)}
+    if per_query:
+        found_out["per_query"] = {
+            "folds": alone,
+            "pooled": _measure(rows_of[True], pairs, seed, samples),
+        }
+    return found_out
 
 
 def _measure(
