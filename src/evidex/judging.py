@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, Protocol
 
 from evidex._text import estimate_tokens
+from evidex.frontier import FrontierRule
 from evidex.limits import JudgeGate
 from evidex.taxonomy import LabelDefinition
 from evidex.types import Event, Passage, TierDefinition, Usage
@@ -326,6 +327,17 @@ class Staging(Protocol):
         ...
 
     def band_label(self) -> str: ...
+
+    def frontier(self) -> FrontierRule | None:
+        """The frontier rule that routes the tier job (:mod:`evidex.frontier`: the budget
+        pooled over a run's queries, spent where the expensive stage keeps finding relevant
+        passages); None: the band routes it."""
+        ...
+
+    @property
+    def rule_source(self) -> str:
+        """Where the frontier rule's settings came from (empty under the band)."""
+        ...
 
     def none_relevant_below(self) -> float:
         """For a job with one verdict over all of a query's passages: the cheap stage settles

@@ -30,6 +30,17 @@ How the jobs use it:
   abstain on a claim or a label, so there is nothing it could settle safely); the result
   names the cascade as its judge.
 
+The rule that routes the tier job. ``rule=band`` (the default) sends the passages scored in the
+band; ``rule=frontier`` (:mod:`evidex.frontier`) sends each query's top ``start`` share by the
+cheap score, then one ``step`` share at a time of the query whose last share sent the expensive
+judge found relevant most often, until ``budget`` of the passages are sent, and settles the rest
+in the lowest tier: the cheap stage never settles an upper grade. The frontier pools its budget
+over the queries of one run (``tier_many``, ``evidex eval tier``); a single ``tier`` call pools
+over its one query. Its settings come from ``budget=``, ``start=``, ``step=``, ``width=``, else
+from a file of ``evidex calibrate tier --budget`` (``band_path=``), else from the shipped
+default for the cheap judge (``evidex/data/cascade/frontier.json``). Rerank and the cheap
+stage's "nothing relevant" edge keep the band under either rule.
+
 The band. ``band=LOW:HIGH`` sets it; ``band_path=FILE`` reads one written by
 ``evidex calibrate tier --judge cascade:...`` (the smallest band whose kappa against the
 golden set stays within a target of the expensive judge alone, at the 5th percentile of a
@@ -44,7 +55,8 @@ Options (``get_judge("cascade:local:minilm,openai:gpt-4o-mini", **options)``, or
 ``--judge-option`` on the command line), routed to the stage they belong to:
 
 ==========================  ============================================================
-``band``, ``band_path``, ``none_relevant_below``  the cascade's own
+``band``, ``band_path``, ``none_relevant_below``, ``rule``, ``budget``, ``start``, ``step``,
+``width``                   the cascade's own
 ``cheap.NAME``              option ``NAME`` of the cheap stage
 ``expensive.NAME``          option ``NAME`` of the expensive stage
 ``base_url``, ``base_urls``, ``api_key``  the ``openai:`` stage (the expensive one when both are)
@@ -58,32 +70,40 @@ budget (it reads them whole); the encoder reads its first 256 word pieces, as it
 
 from __future__ import annotations
 
-import importlib.resources
-import json
 import logging
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, ClassVar, Protocol, cast, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-
 from evidex.errors import ConfigError
+from evidex.frontier import FrontierRule
+from evidex.judges._cascade_routing import (
+    FORMAT,
+    FRONTIER_OPTIONS,
+    Band,
+    FrontierFile,
+    frontier_of,
+    load_band,
+    load_routing,
+)
 from evidex.judges._window import BorrowedWindow
 from evidex.judging import Judge, JudgeReply, JudgeRequest, Split
 
 __all__ = [
+    "FORMAT",
     "Band",
     "CascadeJudge",
+    "FrontierFile",
     "TierScorer",
     "load_band",
+    "load_routing",
     "route_options",
     "split_spec",
 ]
 
 logger = logging.getLogger("evidex")
 
-OWN_OPTIONS = frozenset({"band", "band_path", "none_relevant_below"})
+OWN_OPTIONS = frozenset({"band", "band_path", "none_relevant_below", "rule", *FRONTIER_OPTIONS})
 ENDPOINT_OPTIONS = frozenset({"base_url", "base_urls", "api_key"})
 _PREFIXES = ("openai:", "local:", "cascade:")
 
@@ -101,82 +121,6 @@ class TierScorer(Protocol):
     thresholds: CutPoints
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]: ...
-
-
-class Band(BaseModel):
-    """Scores in ``[low, high)`` are uncertain: those items go to the expensive judge.
-
-    ``low == high`` sends nothing (the cheap judge alone); ``-inf:inf`` sends everything.
-    ``cheap_version``/``expensive_version`` are the stages' model versions when it was fitted
-    (empty for a band given by hand); ``fit`` says how it was obtained.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    low: float
-    high: float
-    cheap: str = ""
-    cheap_version: str = ""
-    expensive: str = ""
-    expensive_version: str = ""
-    none_relevant_below: float | None = None
-    """For a job that gives one verdict over all of a query's passages: the cheap stage
-    settles the query when no passage scores this much (nothing on the query's topic);
-    None: the band's ``low`` (the score below which the stage settles a passage alone)."""
-    fit: dict[str, Any] = Field(default_factory=dict)
-
-    @field_validator("low", "high", mode="before")
-    @classmethod
-    def _unbounded(cls, value: Any, info: ValidationInfo) -> Any:
-        """``null`` in a file is an open end (JSON has no infinity)."""
-        if value is None:
-            return -math.inf if info.field_name == "low" else math.inf
-        return value
-
-    def to_json(self) -> dict[str, Any]:
-        """The band as a JSON object (open ends as ``null``)."""
-        out = self.model_dump()
-        for name in ("low", "high"):
-            out[name] = None if math.isinf(out[name]) else out[name]
-        return out
-
-    def uncertain(self, score: float) -> bool:
-        return self.low <= score < self.high
-
-    def label(self) -> str:
-        return f"[{self.low:.4g}, {self.high:.4g})"
-
-    @classmethod
-    def parse(cls, text: str) -> Band:
-        """``LOW:HIGH`` (``-inf`` and ``inf`` allowed)."""
-        low, sep, high = str(text).partition(":")
-        try:
-            band = cls(low=float(low), high=float(high)) if sep else None
-        except ValueError:
-            band = None
-        if band is None or band.low > band.high or math.isnan(band.low) or math.isnan(band.high):
-            raise ConfigError(f"band must be LOW:HIGH with LOW <= HIGH, got {text!r}")
-        return band
-
-
-def _shipped(name: str) -> bytes:
-    return (
-        importlib.resources.files("evidex").joinpath("data").joinpath("cascade").joinpath(name)
-    ).read_bytes()
-
-
-def load_band(path: str | Path | None, cheap_id: str) -> Band | None:
-    """The band of a file (a calibration's ``cascade_band.json``) or, without a path, the
-    shipped default for ``cheap_id`` (None when there is none)."""
-    if path is None:
-        defaults = json.loads(_shipped("band.json"))
-        entry = defaults.get(cheap_id)
-        return None if entry is None else Band.model_validate(entry)
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-        return Band.model_validate(raw)
-    except (OSError, ValueError, ValidationError) as exc:
-        raise ConfigError(f"{path}: not a cascade band file: {exc}") from exc
 
 
 def split_spec(spec: str, known: Sequence[str] = _PREFIXES) -> tuple[str, str]:
@@ -236,6 +180,8 @@ class CascadeJudge(BorrowedWindow):
         band: Band | str | None = None,
         band_source: str = "",
         none_relevant_below: float | None = None,
+        frontier: FrontierRule | FrontierFile | None = None,
+        frontier_source: str = "",
     ) -> None:
         super().__init__(f"cascade:{cheap.judge_id},{expensive.judge_id}")
         if not isinstance(cheap, TierScorer):
@@ -258,6 +204,10 @@ class CascadeJudge(BorrowedWindow):
         self.band = band or Band(low=-math.inf, high=math.inf)
         self.band_source = band_source or "given"
         self._none_relevant_below = none_relevant_below
+        self.frontier_file = frontier if isinstance(frontier, FrontierFile) else None
+        self.rule = frontier.frontier if isinstance(frontier, FrontierFile) else frontier
+        """The frontier rule that routes the tier job; None: the band routes it."""
+        self.rule_source = (frontier_source or "given") if frontier is not None else ""
         self.warnings = self._stale()
         for warning in self.warnings:
             logger.warning("%s", warning)
@@ -275,28 +225,43 @@ class CascadeJudge(BorrowedWindow):
         expensive = get_judge(expensive_spec, **expensive_options)
         band: Band | str | None = own.get("band")
         source = ""
-        if "band_path" in own:
-            band, source = load_band(own["band_path"], cheap.judge_id), str(own["band_path"])
+        routed = None if "band_path" not in own else load_routing(own["band_path"])
+        if isinstance(routed, Band):
+            band, source = routed, str(own["band_path"])
         below = own.get("none_relevant_below")
         try:
             below = None if below is None else float(below)
         except (TypeError, ValueError):
             raise ConfigError(f"none_relevant_below must be a number, got {below!r}") from None
-        return cls(cheap, expensive, band=band, band_source=source, none_relevant_below=below)
+        frontier, frontier_source = frontier_of(own, routed, cheap.judge_id)
+        return cls(
+            cheap,
+            expensive,
+            band=band,
+            band_source=source,
+            none_relevant_below=below,
+            frontier=frontier,
+            frontier_source=frontier_source,
+        )
 
     def _stale(self) -> list[str]:
-        """Warnings when the band was fitted with other model versions of the stages."""
+        """Warnings when the band or the frontier rule was fitted with other model versions
+        of the stages."""
+        fitted: list[tuple[Band | FrontierFile, str]] = [(self.band, self.band_source)]
+        if self.frontier_file is not None:
+            fitted.append((self.frontier_file, self.rule_source))
         found = []
-        for stage, judge, then in (
-            ("cheap", self.cheap, self.band.cheap_version),
-            ("expensive", self.expensive, self.band.expensive_version),
-        ):
-            if then and then != judge.model_version and self.band_source != "shipped default":
-                found.append(
-                    f"stale cascade band ({self.band_source}): it was fitted with {stage} judge "
-                    f"{then!r}, this run uses {judge.model_version!r}; recalibrate "
-                    f"(evidex calibrate tier --judge {self.judge_id})"
-                )
+        for made, source in fitted:
+            for stage, judge, then in (
+                ("cheap", self.cheap, made.cheap_version),
+                ("expensive", self.expensive, made.expensive_version),
+            ):
+                if then and then != judge.model_version and not source.endswith("shipped default"):
+                    found.append(
+                        f"stale cascade {made.rule} ({source}): it was fitted with {stage} "
+                        f"judge {then!r}, this run uses {judge.model_version!r}; recalibrate "
+                        f"(evidex calibrate tier --judge {self.judge_id})"
+                    )
         return found
 
     # ------------------------------------------------------------------ the split
@@ -334,6 +299,9 @@ class CascadeJudge(BorrowedWindow):
     def band_label(self) -> str:
         return self.band.label()
 
+    def frontier(self) -> FrontierRule | None:
+        return self.rule
+
     def cheap_scorer(self) -> Judge:
         from evidex.judges.scoring import ScoringJudge
 
@@ -350,6 +318,7 @@ class CascadeJudge(BorrowedWindow):
             "expensive": {"id": self.expensive.judge_id, **self.expensive.fingerprint()},
             "band": [self.band.low, self.band.high],
             "none_relevant_below": self.none_relevant_below(),
+            "rule": "band" if self.rule is None else self.rule.model_dump(),
         }
 
     @property
