@@ -63,6 +63,17 @@ def stop_process(process: Any, timeout_s: float = 20) -> None:
 def serve_process(db: str, *args: str, env: dict[str, str] | None = None) -> Iterator[str]:
     """``evidex serve`` as its own process on a free loopback port (a replica, as a deployment
     runs it) until the block ends; yields its base URL."""
+    with server_process(db, *args, env=env) as (base, _):
+        yield base
+
+
+@contextmanager
+def server_process(
+    db: str, *args: str, env: dict[str, str] | None = None, port: int | None = None
+) -> Iterator[tuple[str, Any]]:
+    """:func:`serve_process` that also yields the process (a ``subprocess.Popen``), for a test
+    that kills it or a benchmark that reads its CPU time; ``port``: a given one (default: a
+    free one)."""
     import os
     import socket
     import subprocess
@@ -70,9 +81,10 @@ def serve_process(db: str, *args: str, env: dict[str, str] | None = None) -> Ite
     import tempfile
     from pathlib import Path
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+    if port is None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
     exe = str(Path(sys.executable).parent / "evidex")
     base = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile(mode="w+") as log:
@@ -87,6 +99,7 @@ def serve_process(db: str, *args: str, env: dict[str, str] | None = None) -> Ite
             if not wait_ready(f"{base}/healthz", proc, timeout_s=60):
                 log.seek(0)
                 raise AssertionError(f"evidex serve did not start: {log.read()[-2000:]}")
-            yield base
+            yield base, proc
         finally:
-            stop_process(proc)
+            if proc.poll() is None:
+                stop_process(proc)
