@@ -12,9 +12,10 @@ LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=O
 
 .PHONY: demo test test-fast check fmt docs llm system-deps clean
 
-# Debian packages the real-parts tests use: Chromium for the review UI's browser tests and the
-# PostgreSQL server binaries the store tests start in a temp dir. Installed when missing and
-# this is a root shell with apt-get (CI, fresh machines); elsewhere those tests skip and say why.
+# Debian packages the real-parts tests use: Chromium for the review UI's browser tests, the
+# PostgreSQL server binaries the store tests start in a temp dir, and wrk, the load generator of
+# bench/service_load.py and its test. Installed when missing and this is a root shell with
+# apt-get (CI, fresh machines); elsewhere those tests skip and say why.
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -40,9 +41,10 @@ system-deps:
 	@missing=""; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing="$$missing postgresql"; \
+	command -v wrk >/dev/null || missing="$$missing wrk"; \
 	if [ -z "$$missing" ]; then exit 0; fi; \
 	if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-		echo "installing Debian packages for the browser and PostgreSQL tests:$$missing"; \
+		echo "installing Debian packages for the browser, PostgreSQL and load tests:$$missing"; \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
 			--no-install-recommends $$missing >/dev/null; \
 	else \
