@@ -37,3 +37,18 @@ def cpu_s(pid: int) -> float:
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, as ``uptime`` prints them."""
     return ", ".join(f"{v:.2f}" for v in os.getloadavg())
+
+
+def server_on_port(name: str, port: int) -> int | None:
+    """The pid of the process whose command is ``name`` and which was told ``-p PORT`` (a
+    PostgreSQL postmaster), or None."""
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args and args[0].endswith(name.encode()) and f"{port}".encode() in args:
+            at = args.index(f"{port}".encode())
+            if at > 0 and args[at - 1] == b"-p":
+                return int(proc.name)
+    return None

@@ -1,10 +1,13 @@
 """Where a running server's CPU goes: py-spy samples of its stacks, sorted into the parts of the
 request path.
 
-py-spy (``pip install py-spy``) records every thread that is not idle, 100 times a second,
-without pausing the process (``--nonblocking``), as collapsed stacks. Each stack goes to the
-first part in :data:`CATEGORIES` one of whose markers is in one of its frames (a frame reads
-``function (path:line)``); a part's share of the samples is its share of the CPU.
+py-spy (``pip install py-spy``) records, 100 times a second and without pausing the process
+(``--nonblocking``), the stack of the thread that holds the interpreter lock (``--gil``): the
+service's Python work, which one process does on one core at a time, so the lock's time per
+request bounds what a process can serve (1 s over it). Native work done without the lock
+(SQLite's commits, scrypt, uvloop's polling) is not sampled. Each stack goes to the first part
+in :data:`CATEGORIES` one of whose markers is in one of its frames (a frame reads
+``function (path:line)``); a part's share of the samples is its share of the lock's time.
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ class Profiler:
     """py-spy recording ``pids`` for ``duration_s`` from now, in the background."""
 
     def __init__(self, pids: Sequence[int], duration_s: float, rate: int = 100) -> None:
+        self.rate = rate
+        self.samples = 0
+        """Samples taken (every part), once :meth:`result` has run."""
         self._dir = tempfile.TemporaryDirectory(prefix="evidex-profile-")
         self._outputs = [Path(self._dir.name) / f"{pid}.txt" for pid in pids]
         exe = py_spy()
@@ -94,6 +100,7 @@ class Profiler:
                     "--rate",
                     str(rate),
                     "--nonblocking",
+                    "--gil",
                     "--subprocesses",
                     "--format",
                     "raw",
@@ -117,8 +124,12 @@ class Profiler:
                     counts += categorise(out.read_text().splitlines())
         finally:
             self._dir.cleanup()
-        total = sum(counts.values())
+        total = self.samples = sum(counts.values())
         return {name: counts[name] / total for name, _ in CATEGORIES} if total else {}
+
+    def lock_s(self) -> float:
+        """Seconds the sampled processes held the interpreter lock, all together."""
+        return self.samples / self.rate
 
 
 def categorise(lines: Sequence[str]) -> Counter[str]:

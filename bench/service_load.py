@@ -60,7 +60,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the tests' live server
 from tests.live_service import server_process
 
-from _cpu import cpu_s, load_average
+from _cpu import cpu_s, load_average, server_on_port
 from _profile import CATEGORIES, Profiler
 from _report import write_section
 from _wrk import WrkRun, run_wrk, wrk_binary
@@ -100,10 +100,13 @@ class Measured:
     wrk: WrkRun
     server_cpu_s: float
     judge_cpu_s: float
+    database_cpu_s: float | None
     judge_requests: int
     judge_peak: int
     rows: dict[str, int]
     profile: dict[str, float] | None = None
+    lock_s: float | None = None
+    """Seconds the servers held the interpreter lock during the load (``--profile``)."""
 
     def cpu_ms(self, seconds: float) -> float:
         return 1000 * seconds / self.wrk.requests if self.wrk.requests else float("nan")
@@ -256,7 +259,12 @@ def measure(side: Side, db: str, args: argparse.Namespace) -> Measured:
         judge.reset()
         load_before = load_average()
         profiler = Profiler(pids, args.duration) if args.profile else None
-        cpu_before = sum(cpu_s(pid) for pid in pids), cpu_s(judge.proc.pid)
+        database = _database_pid(db)
+        cpu_before = (
+            sum(cpu_s(pid) for pid in pids),
+            cpu_s(judge.proc.pid),
+            cpu_s(database) if database else 0.0,
+        )
         wrk = run_wrk(
             bases,
             keys[0],
@@ -265,9 +273,14 @@ def measure(side: Side, db: str, args: argparse.Namespace) -> Measured:
             connections=args.connections,
             duration_s=args.duration,
         )
-        cpu_after = sum(cpu_s(pid) for pid in pids), cpu_s(judge.proc.pid)
+        cpu_after = (
+            sum(cpu_s(pid) for pid in pids),
+            cpu_s(judge.proc.pid),
+            cpu_s(database) if database else 0.0,
+        )
         load_after = load_average()
         profile = profiler.result() if profiler else None
+        lock_s = profiler.lock_s() if profiler else None
         stats = judge.stats()
     # the servers have stopped (their rows flushed on a normal exit): read what they wrote
     return Measured(
@@ -278,11 +291,21 @@ def measure(side: Side, db: str, args: argparse.Namespace) -> Measured:
         wrk=wrk,
         server_cpu_s=cpu_after[0] - cpu_before[0],
         judge_cpu_s=cpu_after[1] - cpu_before[1],
+        database_cpu_s=cpu_after[2] - cpu_before[2] if database else None,
         judge_requests=int(stats.get("requests", 0)),
         judge_peak=int(stats.get("peak_in_flight", 0)),
         rows=_rows_by_status(db),
         profile=profile,
+        lock_s=lock_s,
     )
+
+
+def _database_pid(db: str) -> int | None:
+    """The PostgreSQL server's postmaster (its backends are its children), for its CPU time."""
+    if not db.startswith("postgresql"):
+        return None
+    port = sa.engine.make_url(db).port
+    return server_on_port("postgres", port) if port else None
 
 
 def ideal(args: argparse.Namespace) -> float:
@@ -294,18 +317,21 @@ def report(results: Sequence[Measured], args: argparse.Namespace) -> str:
     head = (
         "| configuration | load avg (1, 5, 15 min) before / after | requests/s | ideal / measured "
         "| p50 ms | p99 ms | non-2xx | socket errors, timeouts | service CPU ms/request "
-        "| judge CPU ms/request | wrk CPU ms/request | warm-up p50 / p99 ms (all keys in) "
-        "| audit rows ok / answered | fallbacks |\n" + "|---" * 14 + "|\n"
+        "| judge CPU ms/request | database CPU ms/request | wrk CPU ms/request "
+        "| warm-up p50 / p99 ms (all keys in) | audit rows ok / answered | fallbacks |\n"
+        + "|---" * 15
+        + "|\n"
     )
     lines = []
     for m in results:
         w = m.wrk
+        database = "-" if m.database_cpu_s is None else f"{m.cpu_ms(m.database_cpu_s):.2f}"
         lines.append(
             f"| {m.side.label} | {m.load_before} / {m.load_after} | {w.rate:.1f} "
             f"| {best / w.rate if w.rate else float('inf'):.2f} | {w.percentile_ms(0.5):.0f} "
             f"| {w.percentile_ms(0.99):.0f} | {w.non_2xx} | {w.socket_errors}, {w.timeouts} "
             f"| {m.cpu_ms(m.server_cpu_s):.2f} | {m.cpu_ms(m.judge_cpu_s):.2f} "
-            f"| {m.cpu_ms(w.cpu_s):.2f} | {_pct(m.warmup.latencies_ms, 0.5):.0f} / "
+            f"| {database} | {m.cpu_ms(w.cpu_s):.2f} | {_pct(m.warmup.latencies_ms, 0.5):.0f} / "
             f"{_pct(m.warmup.latencies_ms, 0.99):.0f} ({m.warmup.wall_s:.1f} s) "
             f"| {m.rows.get('ok', 0)} / {m.answered()} | {m.rows.get('fallback', 0)} |"
         )
@@ -345,7 +371,7 @@ def report(results: Sequence[Measured], args: argparse.Namespace) -> str:
 
 
 def profile_report(results: Sequence[Measured], args: argparse.Namespace) -> str:
-    profiled = [m for m in results if m.profile is not None]
+    profiled = [m for m in results if m.profile is not None and m.lock_s is not None]
     head = "| part of the request path | " + " | ".join(
         f"{m.side.label} (load {m.load_before.split(',')[0]}, {m.wrk.rate:.0f} req/s)"
         for m in profiled
@@ -358,19 +384,24 @@ def profile_report(results: Sequence[Measured], args: argparse.Namespace) -> str
             share = (m.profile or {}).get(name, 0.0)
             cells.append(f"{share * m.cpu_ms(m.server_cpu_s):.2f} ms ({share:.0%})")
         rows.append(f"| {name} | " + " | ".join(cells) + " |")
-    total = " | ".join(f"**{m.cpu_ms(m.server_cpu_s):.2f} ms**" for m in profiled)
-    rows.append(f"| **service CPU per request** | {total} |")
+    lock = " | ".join(f"{m.cpu_ms(m.lock_s or 0.0):.2f} ms" for m in profiled)
+    cpu = " | ".join(f"**{m.cpu_ms(m.server_cpu_s):.2f} ms**" for m in profiled)
+    rows.append(f"| **service CPU per request (user + system, every thread)** | {cpu} |")
+    rows.append(f"| interpreter lock held per request (wall time) | {lock} |")
     return (
         f"Where the service's CPU per request goes under the load of `service_load` "
         f"(`wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s`, one judge call "
-        f"per request, {args.passages} passages): py-spy (`record --nonblocking`, 100 samples/s, "
-        f"every thread that is not idle) on each server during the wrk run; each sample goes "
-        f"to the first part of `bench/_profile.py` whose frames it holds, and a part's share "
-        f"of the samples times the measured CPU per request is its figure. The sampling costs "
-        f"the server a little, so these runs' requests/s are not the section above's.\n\n"
-        + head
-        + "\n".join(rows)
-        + "\n"
+        f"per request, {args.passages} passages): py-spy (`record --nonblocking --gil`, 100 "
+        f"samples/s) on each server during the wrk run samples the thread that holds the "
+        f"interpreter lock, i.e. the service's Python work, which one process does on one core "
+        f"at a time. Each sample goes to the first part of `bench/_profile.py` whose frames it "
+        f"holds; a part's figure is its share of the samples times the service's measured CPU "
+        f"per request (so native work outside the lock, SQLite's commits, scrypt and uvloop's "
+        f"polling, is spread over the parts). The last line is the lock's wall time per "
+        f"request: a process serves at most 1 s over it; on a loaded machine it exceeds the "
+        f"CPU time, as the lock's holder is sometimes descheduled while it holds it. The "
+        f"sampling costs the server a little, so these "
+        f"runs' requests/s are not the load section's.\n\n" + head + "\n".join(rows) + "\n"
     )
 
 
