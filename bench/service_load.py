@@ -32,8 +32,9 @@ before/after pair is measured back to back under the same machine load;
 ``--baseline-asyncio`` serves the baseline on plain asyncio and h11 (uvloop and httptools
 hidden). ``--profile`` also samples each server with py-spy (``pip install py-spy``) during the
 load and writes where its CPU per request goes (``bench/_profile.py``) to the section
-``service_profile``. Figures go to docs/benchmarks.md, section ``service_load`` (with
-``--postgres``: ``service_load_postgres``), with the load average beside each.
+``service_profile`` instead (the sampling slows the servers). Figures go to
+docs/benchmarks.md, section ``service_load`` (with ``--postgres``: ``service_load_postgres``),
+with the load average beside each.
 """
 
 from __future__ import annotations
@@ -454,7 +455,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{m.side.label}: warm-up error: {line}")
     if args.profile:
         print(profile_report(results, args))
-    if not args.no_write:
+    if not args.no_write and args.profile:
+        # the sampling slows the servers: these runs' throughput is not the load section's
+        title = "Where the service's CPU goes"
+        write_section("service_profile", title, profile_report(results, args))
+    elif not args.no_write:
         name = "service_load_postgres" if args.postgres else "service_load"
         title = (
             f"The service under wrk: PostgreSQL, {args.replicas} replicas"
@@ -462,10 +467,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             else "The service under wrk: SQLite"
         )
         write_section(name, title, text)
-        if args.profile:
-            write_section(
-                "service_profile", "Where the service's CPU goes", profile_report(results, args)
-            )
     return 0 if all(m.ok() for m in results) else 1
 
 
