@@ -115,9 +115,15 @@ def test_score_mode_plans_keep_every_passage_whole_for_classify_and_sufficiency(
 def test_the_real_model_at_its_default_window(qwen: Any) -> None:
     """``local:qwen`` at ``n_ctx`` 4096: the audit job's own mode (score) audits the 40
     passages; the judge's generate mode refuses them before any call."""
+    from evidex.store import open_store
+
     assert qwen.options.n_ctx == 4096
-    result = evidex.audit(ANSWER, PASSAGES, store="sqlite://")  # the default judge, built
+    store = open_store("sqlite://")
+    result = evidex.audit(ANSWER, PASSAGES, store=store)  # the default judge, built
     assert result.source == "judge"
+    # the audit log says which mode judged: the model version ends with it
+    [row] = [r for r in store.audit_rows(run_id=result.run_id) if r["status"] == "ok"]
+    assert row["model_version"].endswith("; mode=score")
     assert not [e for e in result.events if e.kind in ("truncated", "batches_shrunk")]
     assert len(result.claims) == 2 and result.summary.total_claims == 2
     with pytest.raises(ConfigError, match="cannot hold an audit exchange and its retry"):

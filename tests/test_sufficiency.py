@@ -332,7 +332,7 @@ def test_the_readme_snippet_runs_as_written(
         }
         return ScriptedJudge([reply])
 
-    judges.register_judge("openai", stand_in)
+    judges.register_judge("local:qwen", stand_in)  # the snippet's judge: the job's default
     monkeypatch.setenv("EVIDEX_DB", str(tmp_path / "evidex.db"))
     passages = [Passage(passage_id="p1", text="Adults need 600 IU of vitamin D a day.")]
     exec(compile(block, "README.md", "exec"), {"passages": passages})
