@@ -35,14 +35,14 @@ def pg_store(pg_url: str) -> Iterator[SqlStore]:
     with store.engine.begin() as conn:
         conn.exec_driver_sql(
             "DROP TABLE IF EXISTS audit_log, cache, review_queue, golden_labels, "
-            "schema_migrations CASCADE"
+            "baseline_pins, schema_migrations CASCADE"
         )
     store.close()
 
 
 @pytest.mark.network
 def test_postgres_store_round_trip(pg_store: SqlStore) -> None:
-    assert pg_store.schema_version() == 5
+    assert pg_store.schema_version() == 6
     pg_store.append_audit(
         AuditRecord(run_id="r", job="tier", status="ok", labels={"a": "irrelevant"})
     )

@@ -137,6 +137,24 @@ ui_sessions = sa.Table(
     sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
 )
 
+baseline_pins = sa.Table(
+    "baseline_pins",
+    metadata,
+    # every evaluation report pinned as a job's baseline run, one row each: the current pin of a
+    # job has no ended_at; a replaced or cleared pin keeps its row, so who pinned what, and who
+    # ended it when, stays on record
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("job", sa.String(32), nullable=False, index=True),
+    sa.Column("name", sa.Text, nullable=False),
+    sa.Column("digest", sa.String(64), nullable=False),
+    sa.Column("report", sa.JSON, nullable=False),
+    sa.Column("pinned_by", sa.String(200), nullable=False),
+    sa.Column("pinned_at", sa.DateTime(timezone=True), nullable=False),
+    sa.Column("ended", sa.String(16), nullable=True),
+    sa.Column("ended_by", sa.String(200), nullable=True),
+    sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
+)
+
 
 def _m1_initial_tables(conn: Connection) -> None:
     for table in (audit_log, cache, review_queue, golden_labels):
@@ -223,10 +241,21 @@ def _m5_several_reviewers_and_assignment(conn: Connection) -> None:
     )
 
 
+def _m6_baseline_pins(conn: Connection) -> None:
+    """A job's pinned baseline run (the agreement page compares the newest run with it): at
+    most one current pin per job, which the database itself keeps."""
+    baseline_pins.create(conn, checkfirst=True)
+    conn.exec_driver_sql(
+        "CREATE UNIQUE INDEX IF NOT EXISTS baseline_pins_current "
+        "ON baseline_pins (job) WHERE ended_at IS NULL"
+    )
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[Connection], None]]] = [
     (1, "initial tables", _m1_initial_tables),
     (2, "audit log append-only", _m2_audit_log_append_only),
     (3, "review leases and idempotent enqueue", _m3_review_leases_and_dedup),
     (4, "api keys and ui sessions", _m4_api_keys_and_sessions),
     (5, "several reviewers per item, assignment", _m5_several_reviewers_and_assignment),
+    (6, "baseline pins", _m6_baseline_pins),
 ]

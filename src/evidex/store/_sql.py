@@ -20,6 +20,7 @@ from evidex.harness.events import AuditRecord
 from evidex.review_policy import ReviewSettings
 from evidex.store import _schema as t
 from evidex.store._keys import KeyRing
+from evidex.store._pins import BaselinePins
 from evidex.store._review_decisions import ReviewDecisions
 from evidex.store._reviews import ReviewQueue
 from evidex.store._util import aware as _aware
@@ -51,10 +52,10 @@ def open_store(url: str | None = None, *, review: ReviewSettings | None = None) 
     return SqlStore(url or default_url(), review=review)
 
 
-class SqlStore(ReviewQueue, ReviewDecisions, KeyRing):
+class SqlStore(ReviewQueue, ReviewDecisions, KeyRing, BaselinePins):
     """Audit log (append-only), content-addressed cache, review queue (:mod:`._reviews`, its
-    decisions :mod:`._review_decisions`), golden labels, and the service's keys and UI
-    sessions (:mod:`._keys`)."""
+    decisions :mod:`._review_decisions`), golden labels, the service's keys and UI
+    sessions (:mod:`._keys`), and the agreement page's pinned baseline runs (:mod:`._pins`)."""
 
     def __init__(self, url: str, *, review: ReviewSettings | None = None) -> None:
         self.url = url
