@@ -113,6 +113,12 @@ class Settings(BaseModel):
         default_factory=ReviewSettings,
         description="decisions per review item and who is assigned (evidex.review_policy)",
     )
+    reports: str = Field(
+        default="reports",
+        description="where the review UI reads calibration records (calibration-JOB/) and "
+        "evaluation reports (each report.json below it, to pin a baseline run); evidex eval "
+        "and evidex calibrate write under reports/ unless told otherwise",
+    )
 
 
 def _config_path() -> Path:
@@ -148,6 +154,7 @@ def _from_env() -> dict[str, Any]:
         ("split_batches", "EVIDEX_SPLIT_BATCHES"),
         ("max_item_attempts", "EVIDEX_MAX_ITEM_ATTEMPTS"),
         ("adapt_batch_size", "EVIDEX_ADAPT_BATCH_SIZE"),
+        ("reports", "EVIDEX_REPORTS"),
     ):
         if env.get(name):
             values[key] = env[name]

@@ -244,7 +244,7 @@ def create_app(
 
     from evidex.service.ui import register_ui
 
-    register_ui(app)
+    register_ui(app, reports=configured.reports)
     return app
 
 
