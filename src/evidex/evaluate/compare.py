@@ -43,7 +43,10 @@ __all__ = [
     "compare_reports",
     "comparison_json",
     "comparison_markdown",
+    "interval_text",
+    "judgment_text",
     "regressed",
+    "signed_text",
 ]
 
 Item = Mapping[str, Any]
@@ -290,7 +293,7 @@ def comparison_markdown(comparison: Mapping[str, Any], *, limit: int = 50) -> st
     for row in comparison["metrics"]:
         lines.append(
             f"| `{row['measure']}` | {fmt_value(row['baseline'])} | {fmt_value(row['report'])} "
-            f"| {_signed(row['difference'])} | {_interval(row)} | {row['verdict']} |"
+            f"| {signed_text(row['difference'])} | {interval_text(row)} | {row['verdict']} |"
         )
     for warning in comparison["warnings"]:
         lines += ["", f"> **Warning:** {warning}"]
@@ -299,13 +302,13 @@ def comparison_markdown(comparison: Mapping[str, Any], *, limit: int = 50) -> st
     if not changed:
         lines.append(f"None: every {unit} is judged as in the baseline.")
     for change in changed[:limit]:
-        gold = "" if change["gold"] is None else f" (golden: {_show(change['gold'])})"
+        gold = "" if change["gold"] is None else f" (golden: {judgment_text(change['gold'])})"
         lines.append(f"- **`{change['key']}`**{gold}: {change['effect']}")
         for side in ("baseline", "report"):
             judged = change[side]
-            why = _show(judged.get("why"))
+            why = judgment_text(judged.get("why"))
             lines.append(
-                f"  - {side}: {_show(judged['judgment'])} ({judged.get('source')})"
+                f"  - {side}: {judgment_text(judged['judgment'])} ({judged.get('source')})"
                 + (f": {excerpt(why, 300)}" if why else "")
             )
     if len(changed) > limit:
@@ -324,28 +327,31 @@ _RUN_FACTS = (
 )
 
 
-def _signed(value: float) -> str:
+def signed_text(value: float) -> str:
+    """A difference with its sign, three decimals (``undefined`` for NaN)."""
     return "undefined" if math.isnan(value) else f"{value:+.3f}"
 
 
-def _interval(row: Mapping[str, Any]) -> str:
+def interval_text(row: Mapping[str, Any]) -> str:
+    """A metric row's interval of the difference, ``+0.010 to +0.120`` (or ``undefined``)."""
     low, high = row["low"], row["high"]
     if math.isnan(low) or math.isnan(high):
         return "undefined"
     return f"{low:+.3f} to {high:+.3f}"
 
 
-def _show(value: Any) -> str:
-    """A judgment or its reasons on one line: a label as is, a list joined by ``; `` (a pair
-    such as a claim and its grade joined by an arrow), a mapping as ``key value`` parts."""
+def judgment_text(value: Any) -> str:
+    """A judgment or its reasons on one line (the Markdown page's and the review UI's): a
+    label as is, a list joined by ``; `` (a pair such as a claim and its grade joined by an
+    arrow), a mapping as ``key value`` parts."""
     if value is None:
         return ""
     if isinstance(value, Mapping):
-        return ", ".join(f"{k} {_show(v)}" for k, v in value.items() if _show(v))
+        return ", ".join(f"{k} {judgment_text(v)}" for k, v in value.items() if judgment_text(v))
     if isinstance(value, (list, tuple)):
         if value and all(isinstance(v, (list, tuple)) for v in value):
-            return "; ".join(" → ".join(_show(x) for x in v) for v in value)
-        return "; ".join(_show(v) for v in value) or "none"
+            return "; ".join(" → ".join(judgment_text(x) for x in v) for v in value)
+        return "; ".join(judgment_text(v) for v in value) or "none"
     if isinstance(value, float):
         return fmt_value(value)
     return str(value)

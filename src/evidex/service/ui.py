@@ -33,6 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import RedirectResponse, Response
 
 from evidex.service._ui_agreement import agreement, reviewer_agreement
+from evidex.service._ui_baseline import Reports, baseline_views, register_baseline_routes
 from evidex.service._ui_items import register_item_routes
 from evidex.service._ui_pages import HERE, CachedStatic, PageError, Pages, now
 from evidex.service._ui_views import FACETS
@@ -52,7 +53,8 @@ def _safe_next(target: str | None) -> str:
 
 def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
     """Add the review UI to the service's app (its store and gate are on ``app.state``).
-    ``reports``: where ``evidex calibrate`` wrote its records, for the staleness banner."""
+    ``reports``: where ``evidex calibrate`` wrote its records, for the staleness banner, and
+    ``evidex eval`` its reports, for the baseline run an admin pins."""
     pages = Pages(
         app.state.store,
         app.state.gate.requires("reviewer", cookie=True),
@@ -61,6 +63,7 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
     store = pages.store
     render = pages.render
     reports_dir = Path(reports)
+    runs = Reports(reports_dir)
 
     async def _page_error(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, PageError)
@@ -202,9 +205,11 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
             items = store.list_reviews(status="resolved")
             provenance = store.run_provenance(i["run_id"] for i in items)
             between = reviewer_agreement(store.decided_items())
-            return agreement(items, provenance, reports_dir), between
+            known, skipped = runs.scan()
+            pinned = baseline_views(store.baselines(), known, runs)
+            return agreement(items, provenance, reports_dir), between, known, skipped, pinned
 
-        rows, between = await asyncio.to_thread(read)
+        rows, between, known, skipped, pinned = await asyncio.to_thread(read)
         return render(
             request,
             "agreement.html",
@@ -213,4 +218,11 @@ def register_ui(app: FastAPI, *, reports: str | Path = "reports") -> None:
             rows=rows,
             between=between,
             between_of={r.job: r for r in between},
+            baselines=pinned,
+            known=known,
+            skipped=skipped,
+            reports=reports_dir,
+            notice=request.query_params.get("notice"),
         )
+
+    register_baseline_routes(app, pages, runs)
