@@ -253,29 +253,6 @@ def test_cache_rows_are_queued_read_at_once_and_committed_with_the_audit_rows(
     store.close()
 
 
-def test_a_coroutine_flush_commits_every_queued_row_without_a_thread(tmp_path: Path) -> None:
-    import asyncio
-    import threading
-
-    path = tmp_path / "aflush.db"
-    store = open_store(f"sqlite:///{path}")
-
-    async def run() -> int:
-        for i in range(30):
-            store.append_audit(AuditRecord(run_id=f"r{i}", job="tier", status="ok"))
-        store.cache_put("k", "tier", {"a": 1})
-        threads = threading.active_count()
-        await store.aflush()
-        assert threading.active_count() == threads  # no worker thread waited for it
-        with sqlite3.connect(path) as conn:
-            return int(conn.execute("SELECT count(*) FROM audit_log").fetchone()[0]) + int(
-                conn.execute("SELECT count(*) FROM cache").fetchone()[0]
-            )
-
-    assert asyncio.run(run()) == 31
-    store.close()
-
-
 def test_close_commits_every_queued_row(tmp_path: Path) -> None:
     path = tmp_path / "closed.db"
     store = open_store(f"sqlite:///{path}")

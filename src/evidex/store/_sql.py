@@ -151,10 +151,6 @@ class SqlStore(ReviewQueue, ReviewDecisions, KeyRing, BaselinePins):
         """Commit every queued audit and cache row now."""
         self._rows.flush()
 
-    async def aflush(self) -> None:
-        """:meth:`flush` from a coroutine, without a thread waiting for the commit."""
-        await self._rows.aflush()
-
     def _insert_rows(self, audit: list[dict[str, Any]], cache: list[dict[str, Any]]) -> None:
         """One transaction: the audit rows, then the cache rows whose key is not stored yet."""
         unique = list({row["key"]: row for row in cache}.values())

@@ -15,15 +15,10 @@ service answering hundreds of requests a second paid a transaction (and a thread
 cache row, the largest part of its store time (``bench/service_load.py --profile``); queued,
 they share the audit rows' transaction, and the flush that a job makes before it returns
 commits them with its audit rows.
-
-A flush from a coroutine (:meth:`RowWriter.aflush`) waits on a future the writer resolves, so
-a service's requests wait for their rows' commit without holding a worker thread each.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import os
 import queue
 import threading
@@ -37,37 +32,9 @@ __all__ = ["RowWriter", "Table"]
 Table = Literal["audit", "cache"]
 
 
-class _Marker:
-    """A flush's place in the queue; set once every row queued before it is committed."""
-
-    def __init__(self) -> None:
-        self.done = threading.Event()
-
-    def set(self) -> None:
-        self.done.set()
-
-
-class _AsyncMarker(_Marker):
-    """A flush's place for a coroutine: the writer resolves its future on the loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        super().__init__()
-        self.loop = loop
-        self.future: asyncio.Future[None] = loop.create_future()
-
-    def set(self) -> None:
-        super().set()
-        # a loop closed while its flush waited has nobody waiting on it any more
-        with contextlib.suppress(RuntimeError):
-            self.loop.call_soon_threadsafe(_resolve, self.future)
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
-_Item = tuple[Table, dict[str, Any]] | _Marker | None
+_Item = tuple[Table, dict[str, Any]] | threading.Event | None
+"""A row of a table, a flush's place in the queue (set once every row queued before it is
+committed), or the end."""
 
 
 class RowWriter:
@@ -110,20 +77,10 @@ class RowWriter:
     def flush(self) -> None:
         """Return once every row queued before the call is committed."""
         if self._running():
-            marker = _Marker()
-            self._queue.put(marker)
+            done = threading.Event()
+            self._queue.put(done)
             self._urgent.set()
-            marker.done.wait()
-        self._raise_error()
-
-    async def aflush(self) -> None:
-        """:meth:`flush` for a coroutine: the event loop serves others meanwhile, and no
-        thread waits for the commit."""
-        if self._running():
-            marker = _AsyncMarker(asyncio.get_running_loop())
-            self._queue.put(marker)
-            self._urgent.set()
-            await marker.future
+            done.wait()
         self._raise_error()
 
     def stop(self) -> None:
@@ -172,7 +129,7 @@ class RowWriter:
             if rows:
                 self._commit(rows)
             for i in items:
-                if isinstance(i, _Marker):
+                if isinstance(i, threading.Event):
                     i.set()
             if any(i is None for i in items):
                 return
