@@ -19,7 +19,7 @@ from evidex.store import SqlStore, default_url, open_store
 
 
 def test_migrations_are_numbered_and_idempotent(store: SqlStore) -> None:
-    assert store.schema_version() == 5
+    assert store.schema_version() == 6
     assert store.migrate() == []
 
 
