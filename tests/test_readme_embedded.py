@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_readme import README, ROOT, _cli_commands, _first_block
+from tests.test_readme import README, ROOT, _cli_commands, _first_block, _python_blocks
 
 pytestmark = pytest.mark.slow
 
@@ -109,3 +109,30 @@ def test_the_classify_and_audit_command_lines_give_what_the_readme_says(tmp_path
     ]
     assert unsupported == ["The grace period can never be longer than five minutes."]
     assert re.search(r"the audit line grades the four sentences", README)
+
+
+def test_the_test_suite_example_runs_as_written(tmp_path: Path) -> None:
+    """The example suite with the judges it names (``local:minilm`` for tier and rerank,
+    ``local:qwen`` for audit): the README's failure message is the run's, and a second run is
+    answered by the store's cache."""
+    [suite] = [b for b in _python_blocks() if "from evidex.testing import" in b]
+    [text] = [b for b in re.findall(r"```text\n(.*?)```", README, re.DOTALL) if "evidex:" in b]
+    [command] = [
+        line.split("  #", 1)[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", README, re.DOTALL)
+        for line in block.splitlines()
+        if line.startswith("pytest test_answers.py")
+    ]
+    (tmp_path / "test_answers.py").write_text(suite, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
+    argv = [sys.executable, "-m", *shlex.split(command), "-p", "no:cacheprovider"]
+    runs = [
+        subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, env=env, timeout=600)
+        for _ in range(2)
+    ]
+    first = runs[0].stdout
+    assert runs[0].returncode == 1 and "1 failed, 1 passed" in first, first
+    for line in text.strip().splitlines():
+        pattern = re.escape(line).replace(re.escape("..."), ".*")
+        assert re.search(pattern, first), (line, first)
+    assert "evidex: 3 checks (1 failed), 0 judge calls, 3 answered from the cache" in runs[1].stdout
