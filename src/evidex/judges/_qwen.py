@@ -45,6 +45,7 @@ from typing import Any, ClassVar, TypeVar
 import platformdirs
 
 from evidex.errors import ConfigError, JudgeUnavailable, MissingExtraError
+from evidex.judges._chat_tokens import chat_tokens
 from evidex.judges._llama_options import LlamaOptions, QwenOptions
 from evidex.judges._options import parse_options
 from evidex.judges._qwen_decode import ConstrainedDecoder, ContextOverflow
@@ -100,11 +101,9 @@ class _Loaded:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def prompt_tokens(self, messages: list[dict[str, str]]) -> list[int]:
-        formatted = self.chat(messages=messages)
-        tokens: list[int] = self.llama.tokenize(
-            formatted.prompt.encode("utf-8"), add_bos=not formatted.added_special, special=True
-        )
-        return tokens
+        """The prompt's tokens: the chat template's special tokens parsed, the messages'
+        contents (passages among them) as plain text (:mod:`evidex.judges._chat_tokens`)."""
+        return chat_tokens(self.chat, self.llama.tokenize, messages)
 
 
 _MODELS: dict[tuple[str, int, int], _Loaded] = {}
