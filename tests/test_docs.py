@@ -140,6 +140,12 @@ def test_the_site_builds_strict_and_offline(tmp_path: Path) -> None:
     reference = (site / "reference" / "evidex.jobs" / "index.html").read_text(encoding="utf-8")
     assert "definitions" in reference and ":class:" not in reference
     assert (site / "examples" / "langchain_rerank.py").exists()  # a README link's target
+    testing = (site / "testing" / "index.html").read_text(encoding="utf-8")
+    assert "assert_grounded" in testing and "--evidex-judge" in testing  # the README's part
+    evaluate = (site / "evaluate" / "index.html").read_text(encoding="utf-8")
+    assert "evidex eval compare" in evaluate and "paired" in evaluate  # run against run
+    evaluation = (site / "evaluation" / "index.html").read_text(encoding="utf-8")
+    assert 'id="run-against-run"' in evaluation
 
 
 @pytest.mark.slow
