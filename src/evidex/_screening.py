@@ -15,12 +15,14 @@ write around them, which is why the prompts also mark passages as data.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from evidex._screening_gate import Gate
 from evidex._screening_rules import ADDRESS_RULES, HIDDEN, REPLY_RULES, ROLE_RULES
 
 __all__ = [
@@ -93,7 +95,10 @@ STUFF_DENSITY = 0.55
 """Share of query terms in some window of ``STUFF_WINDOW`` tokens that flags a passage."""
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _key(word: str) -> str:
+    """A word's comparison key, memoised: every word of every passage is folded, and a
+    corpus repeats its words (the bound keeps a flood of new words to cache misses)."""
     word = word.casefold()
     if len(word) > 4 and word.endswith("es") and not word.endswith("ses"):
         return word[:-2]
@@ -238,12 +243,21 @@ def _url_words(url: str) -> tuple[str, list[int]]:
     return "".join(out), where
 
 
+_GATE = Gate((*ADDRESS_RULES, *REPLY_RULES, *ROLE_RULES, ("invisible", HIDDEN)))
+"""Every pattern of :func:`_field`, asked at once which can match (rule names are unique)."""
+
+
 def _match(
-    field: Field, value: str, rules: Iterable[tuple[str, re.Pattern[str]]], kind: SuspicionKind
+    field: Field,
+    value: str,
+    rules: Iterable[tuple[str, re.Pattern[str]]],
+    kind: SuspicionKind,
+    possible: frozenset[str] | None,
 ) -> list[Suspicion]:
     return [
         Suspicion(kind, field, m.start(g), m.end(g), rule)
         for rule, pattern in rules
+        if possible is None or rule in possible
         for m in pattern.finditer(value)
         for g in ["s" if "s" in pattern.groupindex else 0]
         if m.end(g) > m.start(g)
@@ -262,13 +276,11 @@ def _field(field: Field, value: str) -> list[Suspicion]:
             Suspicion("hidden_characters", "url", m.start(), m.end(), "invisible")
             for m in HIDDEN.finditer(value)
         ]
-    found += _match(field, value, ADDRESS_RULES, "addresses_grader")
-    found += _match(field, value, REPLY_RULES, "reply_format")
-    found += _match(field, value, ROLE_RULES, "role_tokens")
-    found += [
-        Suspicion("hidden_characters", field, m.start(), m.end(), "invisible")
-        for m in HIDDEN.finditer(value)
-    ]
+    possible = _GATE.candidates(value)  # None: every pattern runs
+    found += _match(field, value, ADDRESS_RULES, "addresses_grader", possible)
+    found += _match(field, value, REPLY_RULES, "reply_format", possible)
+    found += _match(field, value, ROLE_RULES, "role_tokens", possible)
+    found += _match(field, value, (("invisible", HIDDEN),), "hidden_characters", possible)
     return found
 
 
