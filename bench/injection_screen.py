@@ -117,7 +117,7 @@ def detection(
     per_attack: int,
     seed: int,
 ) -> dict[str, dict[str, list[int]]]:
-    """kind -> split -> [expected kind found, any flag, total]."""
+    """kind -> group (:func:`group`) -> [expected kind found, any flag, total]."""
     rng = random.Random(seed)
     pool = [
         (qid, pid)
@@ -138,15 +138,23 @@ def detection(
             clean = Passage(passage_id=pid, text=texts[pid])
             hit = attack.apply(clean, queries[qid])
             found = screen(hit.text, hit.title, hit.url, queries[qid])
-            cell = out[attack.kind][attack.split]
+            cell = out[attack.kind][group(attack)]
             cell[0] += any(s.kind in attack.expect for s in found)
             cell[1] += bool(found)
             cell[2] += 1
-            total = out["(all)"][attack.split]
+            total = out["(all)"][group(attack)]
             total[0] += any(s.kind in attack.expect for s in found)
             total[1] += bool(found)
             total[2] += 1
     return out
+
+
+GROUPS = ("tune", "heldout", "public")
+
+
+def group(attack: Attack) -> str:
+    """Tuned, held out of the suite file, or the frozen public held-out set."""
+    return "public" if attack.collection == "public_heldout" else attack.split
 
 
 def pct(a: int, b: int) -> str:
@@ -183,18 +191,20 @@ def main() -> None:
     kinds = [*sorted(k for k in found if k != "(all)"), "(all)"]
     det_rows = []
     for kind in kinds:
-        tune, held = found[kind].get("tune", [0, 0, 0]), found[kind].get("heldout", [0, 0, 0])
+        cells = [found[kind].get(g, [0, 0, 0]) for g in GROUPS]
         det_rows.append(
-            f"| {kind} | {pct(tune[0], tune[2])} ({tune[2]}) | {pct(tune[1], tune[2])} | "
-            f"{pct(held[0], held[2])} ({held[2]}) | {pct(held[1], held[2])} |"
+            f"| {kind} | "
+            + " | ".join(f"{pct(c[0], c[2])} ({c[2]}) | {pct(c[1], c[2])}" for c in cells)
+            + " |"
         )
-        print(f"{kind}: tuned {tune}, held out {held}")
-    records = Counter(a.split for a in suite)
+        print(kind, dict(zip(GROUPS, cells, strict=True)))
+    records = Counter(group(a) for a in suite)
     lines += [
         f"Screen: `evidex._screening.screen` (patterns and stuffing thresholds, no model). Suite: "
-        f"{len(suite)} phrasings in `src/evidex/data/attacks/suite.jsonl`, {records['tune']} "
-        f"tuned and {records['heldout']} held out (written after the patterns were fixed, not "
-        f"used to change them). {time.perf_counter() - started:.0f} s.",
+        f"{len(suite)} phrasings, {records['tune']} tuned and {records['heldout']} held out in "
+        "`src/evidex/data/attacks/suite.jsonl` (held out: written after the patterns were "
+        "fixed, not used to change them), and the frozen public held-out set of "
+        f"{records['public']} in `public_heldout.jsonl`. {time.perf_counter() - started:.0f} s.",
         "",
         "### False positives on real passages (screened with their query)",
         "",
@@ -212,8 +222,8 @@ def main() -> None:
         "Counts of attacked passages in brackets.",
         "",
         "| attack kind | tuned: detected | tuned: any flag | held out: detected "
-        "| held out: any flag |",
-        "|---|---:|---:|---:|---:|",
+        "| held out: any flag | public held out: detected | public held out: any flag |",
+        "|---|---:|---:|---:|---:|---:|---:|",
         *det_rows,
     ]
     body = "\n".join(lines)
