@@ -124,11 +124,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(row("top half per query", direction, f, "nothing fitted"))
     targets = {"expensive": "frontier, fitted to the LLM", "gold": "frontier, fitted to NIST"}
     for target, name in targets.items():
-        found = frontier_out_of_set(pairs, budget=BUDGET, target=target)
+        found = frontier_out_of_set(pairs, budget=BUDGET, target=target, per_query=True)
         for direction, fold in zip(directions, found["folds"], strict=True):
             notes = f"start {fold['start']}, step {fold['step']}"
             lines.append(row(name, direction, fold, notes))
         lines.append(row(name, "both halves pooled", found["pooled"]))
+        alone = found["per_query"]
+        for direction, fold in zip(directions, alone["folds"], strict=True):
+            notes = f"start {fold['start']}, step {fold['step']}; each query alone"
+            lines.append(row(f"{name}, per query", direction, fold, notes))
+        lines.append(row(f"{name}, per query", "both halves pooled", alone["pooled"]))
     summary, split_rows = [], []
     for target, name in targets.items():
         deltas = []
@@ -164,7 +169,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "LLM's own labels (what the rule is for: losing as little as it can against the LLM) "
         "or, for comparison, with NIST's. Kappa: Cohen's, four grades, unweighted, against "
         "NIST; intervals: 95%, 1000 bootstrap resamples of the held-out queries (the "
-        "difference resampled jointly).\n\n"
+        "difference resampled jointly). *Per query*: the same fitted rule with each held-out "
+        "query's budget its own (what one `evidex tier` call a query gets: the cascade judge "
+        "routes the tier job this way under `rule=frontier`).\n\n"
         + "\n".join(lines)
         + f"\n\n**Other seeded splits** ({args.splits} more, both directions each): how often "
         "the rule stays within 0.02 of the LLM in both directions, the mean difference, and the "

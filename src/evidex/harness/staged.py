@@ -15,13 +15,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from evidex.frontier import FrontierRounds, FrontierRule, Stop
 from evidex.harness.job import JobRun
 from evidex.judging import Staging
 from evidex.tasks.base import Step
 from evidex.tasks.rerank import ScoreBatch, ScoreBatchValue
 from evidex.types import Event, Passage, Source
 
-__all__ = ["CHEAP_BATCH", "CheapScores", "Settled", "Staged", "cheap_scores", "staged"]
+__all__ = [
+    "CHEAP_BATCH",
+    "CheapScores",
+    "FrontierRun",
+    "Settled",
+    "Staged",
+    "cheap_scores",
+    "staged",
+]
 
 CHEAP_BATCH = 64
 """Passages per cheap-stage call: the encoder reads each alone, so this only bounds a call."""
@@ -40,6 +49,16 @@ class Settled:
     source: Source
 
 
+@dataclass(frozen=True)
+class FrontierRun:
+    """How the frontier rule routed a query: the rule, its rounds and why they ended."""
+
+    rule: FrontierRule
+    source: str
+    rounds: int
+    stopped: Stop
+
+
 @dataclass
 class Staged(Generic[M]):
     """What a staged run found: the expensive stage's items (all items, with a one-stage
@@ -55,6 +74,8 @@ class Staged(Generic[M]):
     cheap_failures: list[str] = field(default_factory=list)
     """Reasons of the cheap stage's fallbacks (their passages were sent on, or, with
     ``send_failed=False``, nothing was)."""
+    frontier: FrontierRun | None = None
+    """How the frontier rule routed the query; None: the band did."""
 
 
 @dataclass
@@ -110,35 +131,76 @@ async def staged(
     cheap_step: Step[ScoreBatch, ScoreBatchValue],
     *,
     send_failed: bool = True,
+    verdict: Callable[[M], tuple[str, bool]] | None = None,
 ) -> Staged[M]:
     """Judge ``passages`` with the run's judge, its cheap stage first when it has one.
 
     ``expensive(run, passages)``: how the job grades passages on a run. A cheap-stage call that
     falls back settles nothing: its passages go on (``send_failed``), or the expensive stage is
-    not run at all (a ranking that cannot order part of its head keeps the retrieval order)."""
+    not run at all (a ranking that cannot order part of its head keeps the retrieval order).
+    ``verdict(item)``: the passage id of an item and whether it counts as relevant (a fallback
+    does not); given, the judge's frontier rule routes the query when it has one."""
     found = await cheap_scores(run, query, passages, cheap_step)
     if found is None:
         return Staged(await expensive(run, passages), list(passages))
     staging = found.staging
     result: Staged[M] = Staged([], [], staging=staging, cheap_failures=found.failures)
+    rule = staging.frontier() if verdict is not None else None
+    if verdict is not None and rule is not None:
+        return await _by_frontier(result, run, found, passages, expensive, verdict, rule)
     scored = [p for p in passages if p.passage_id in found.scores]
     result.sent = [p for p in passages if p.passage_id not in found.scores]
     split = staging.split([found.scores[p.passage_id] for p in scored])
     result.sent += [scored[i] for i in split.sent]
     order = {p.passage_id: i for i, p in enumerate(passages)}
     result.sent.sort(key=lambda p: order[p.passage_id])
-    result.settled = [
-        Settled(
-            scored[i],
-            found.scores[scored[i].passage_id],
-            found.justifications[scored[i].passage_id],
-            found.sources[scored[i].passage_id],
-        )
-        for i in split.settled
-    ]
+    result.settled = [_settled(found, scored[i]) for i in split.settled]
     if result.cheap_failures and not send_failed:
         return result
     result.expensive = run.stage(staging.expensive)
     if result.sent:
         result.judged = await expensive(result.expensive, result.sent)
     return result
+
+
+async def _by_frontier(
+    result: Staged[M],
+    run: JobRun,
+    found: CheapScores,
+    passages: Sequence[Passage],
+    expensive: Callable[[JobRun, Sequence[Passage]], Awaitable[list[M]]],
+    verdict: Callable[[M], tuple[str, bool]],
+    rule: FrontierRule,
+) -> Staged[M]:
+    """The frontier rule's rounds over one query: each round's passages graded by the
+    expensive stage before the next is chosen; passages the cheap stage could not score are
+    sent first and counted in the budget."""
+    staging = found.staging
+    scored = [p for p in passages if p.passage_id in found.scores]
+    outside = [p for p in passages if p.passage_id not in found.scores]
+    rounds = FrontierRounds(
+        rule, {0: [found.scores[p.passage_id] for p in scored]}, sent_outside=len(outside)
+    )
+    result.expensive = run.stage(staging.expensive)
+    if outside:
+        result.judged += await expensive(result.expensive, outside)
+    asked = rounds.first()
+    while asked:
+        batch = [scored[i] for i in asked[0]]
+        graded = await expensive(result.expensive, batch)
+        result.judged += graded
+        relevant = dict(verdict(item) for item in graded)
+        rounds.record(0, [relevant.get(p.passage_id, False) for p in batch])
+        asked = rounds.next()
+    sent = {p.passage_id for p in outside} | {scored[i].passage_id for i in rounds.sent[0]}
+    result.sent = [p for p in passages if p.passage_id in sent]
+    result.settled = [_settled(found, p) for p in scored if p.passage_id not in sent]
+    result.frontier = FrontierRun(
+        rule, staging.rule_source, rounds.rounds, rounds.stopped or "budget spent"
+    )
+    return result
+
+
+def _settled(found: CheapScores, passage: Passage) -> Settled:
+    pid = passage.passage_id
+    return Settled(passage, found.scores[pid], found.justifications[pid], found.sources[pid])

@@ -34,6 +34,12 @@ class CascadeReport(BaseModel):
     expensive: str
     band: tuple[float, float]
     band_source: str
+    rule: str = "band"
+    """What routed the passages: ``band``, or the frontier rule's label and where its settings
+    came from."""
+    stopped: str | None = None
+    """Under the frontier rule, why its rounds ended (``budget spent``, ``no frontier yields``,
+    ``every passage sent``)."""
     items: int
     settled: int
     """Items the cheap stage judged (scored outside the band)."""
@@ -57,27 +63,47 @@ def cascade_tiers(
     if staging is None or found.expensive is None:
         return {a.passage_id: a for a in found.judged}, None
     cheap_id, expensive_id = staging.cheap.judge_id, staging.expensive.judge_id
-    by_id = {
-        s.passage.passage_id: TierAssignment(
+    frontier = found.frontier
+
+    def settled(s: Settled) -> TierAssignment:
+        if frontier is None:
+            tier = staging.cheap_tier(s.score, tiers)
+            why = f"score {s.score:.3f} outside the uncertain band {staging.band_label()}"
+        else:  # the cheap stage never settles an upper grade under the frontier rule
+            tier = tiers[-1]
+            why = f"score {s.score:.3f}; the cascade's {frontier.rule.label()} did not send it"
+        return TierAssignment(
             passage_id=s.passage.passage_id,
-            tier=staging.cheap_tier(s.score, tiers),
-            justification=f"{s.justification}; cascade: settled by {cheap_id} "
-            f"(score {s.score:.3f} outside the uncertain band {staging.band_label()})",
+            tier=tier,
+            justification=f"{s.justification}; cascade: settled by {cheap_id} ({why})",
             source=s.source,
             judged_by=cheap_id,
         )
-        for s in found.settled
-    }
+
+    by_id = {s.passage.passage_id: settled(s) for s in found.settled}
     by_id.update(
         (a.passage_id, a.model_copy(update={"judged_by": expensive_id})) for a in found.judged
     )
     report = _report(staging, found.expensive, len(by_id), len(found.sent), batch_size)
+    if frontier is None:
+        routed = f"band {staging.band_label()}, {staging.band_source}"
+    else:
+        report = report.model_copy(
+            update={
+                "rule": f"{frontier.rule.label()} ({frontier.source})",
+                "stopped": frontier.stopped,
+            }
+        )
+        routed = (
+            f"{frontier.rule.label()}, {frontier.source}; {frontier.rounds} round(s), "
+            f"{frontier.stopped}"
+        )
     run.note(
         Event(
             kind="cascade.split",
             detail=f"{report.settled} of {report.items} passage(s) settled by {cheap_id}, "
-            f"{report.sent} sent to {expensive_id} (band {staging.band_label()}, "
-            f"{staging.band_source}); {report.calls_saved} call(s) saved",
+            f"{report.sent} sent to {expensive_id} ({routed}); {report.calls_saved} call(s) "
+            "saved",
             passage_ids=[p.passage_id for p in found.sent],
             data={"settled": report.settled, "sent": report.sent},
         )

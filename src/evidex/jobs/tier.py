@@ -240,7 +240,12 @@ class TierSpec(MergedIsResult):
             run.note_warnings(outcomes)
             return stamped(outcomes, _classifications)
 
-        found = await staged(run, plan.query, passages, grade, CheapScoreStep())
+        lowest = self.scheme.names[-1]
+
+        def verdict(a: TierAssignment) -> tuple[str, bool]:
+            return a.passage_id, a.source != "fallback" and a.tier != lowest
+
+        found = await staged(run, plan.query, passages, grade, CheapScoreStep(), verdict=verdict)
         by_id, report = cascade_tiers(found, run, list(self.scheme.names), size)
         graded = with_duplicates(list(by_id.values()), plan.data.prepared.duplicates)
         flagged = Suspects.of(plan.events)

@@ -102,8 +102,10 @@ def _shipped(name: str) -> bytes:
 
 
 class FrontierFile(BaseModel):
-    """A frontier rule as ``evidex calibrate tier --budget`` writes it: the rule's settings,
-    both stages' ids and model versions when it was fitted, and how it was fitted."""
+    """A frontier rule file, as the shipped default is written (``data/cascade/frontier.json``,
+    fitted by :func:`~evidex.evaluate.cascade_frontier.fit_frontier`): the rule's settings,
+    both stages' ids and model versions when it was fitted, and how it was fitted.
+    ``evidex calibrate`` does not write one yet; ``band_path=`` reads one in this shape."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -185,7 +187,7 @@ def frontier_of(
     if missing:
         raise ConfigError(
             f"rule=frontier needs {', '.join(missing)} (no frontier is shipped for {cheap_id}): "
-            f"give them as options, or band_path= a file of evidex calibrate tier --budget"
+            f"give them as options (budget=, start=, step=), or band_path= a frontier file"
         )
     try:
         frontier = FrontierRule.model_validate(settings)

@@ -31,15 +31,16 @@ How the jobs use it:
   names the cascade as its judge.
 
 The rule that routes the tier job. ``rule=band`` (the default) sends the passages scored in the
-band; ``rule=frontier`` (:mod:`evidex.frontier`) sends each query's top ``start`` share by the
-cheap score, then one ``step`` share at a time of the query whose last share sent the expensive
-judge found relevant most often, until ``budget`` of the passages are sent, and settles the rest
-in the lowest tier: the cheap stage never settles an upper grade. The frontier pools its budget
-over the queries of one run (``tier_many``, ``evidex eval tier``); a single ``tier`` call pools
-over its one query. Its settings come from ``budget=``, ``start=``, ``step=``, ``width=``, else
-from a file of ``evidex calibrate tier --budget`` (``band_path=``), else from the shipped
-default for the cheap judge (``evidex/data/cascade/frontier.json``). Rerank and the cheap
-stage's "nothing relevant" edge keep the band under either rule.
+band; ``rule=frontier`` (:mod:`evidex.frontier`) sends the query's top ``start`` share by the
+cheap score, then one ``step`` share at a time while the expensive judge found the last share
+sent relevant, until ``budget`` of the passages are sent, and settles the rest in the lowest
+tier: the cheap stage never settles an upper grade. Each tier call routes its own query, with
+that query's budget (what ``bench/cascade_frontier.py`` reports *per query*; one budget pooled
+over a run's queries is measured there, not done by the jobs yet). Its settings come from
+``budget=``, ``start=``, ``step=``, ``width=``, else from a frontier file (``band_path=``, in
+the shape of the shipped one), else from the shipped default for the cheap judge
+(``evidex/data/cascade/frontier.json``). Rerank and the cheap stage's "nothing relevant" edge
+keep the band under either rule.
 
 The band. ``band=LOW:HIGH`` sets it; ``band_path=FILE`` reads one written by
 ``evidex calibrate tier --judge cascade:...`` (the smallest band whose kappa against the

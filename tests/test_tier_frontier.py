@@ -1,0 +1,105 @@
+"""The tier job routed by a cascade's frontier rule: the expensive judge sees each query's top
+share by the cheap score, then one step at a time while its last step found relevant passages,
+never more than the budget; every passage not sent is settled in the lowest tier."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import evidex
+from evidex.frontier import FrontierRule
+from evidex.judges.cascade import CascadeJudge
+from evidex.judging import JudgeRequest
+from evidex.store import SqlStore
+from tests.scripted import ScriptedJudge, tier_reply
+from tests.test_cascade import FakeScorer, passages_scored, sent_ids
+
+SCORES = (0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3, 0.2, 0.1, 0.05)  # p0 scores highest, then p1 ...
+
+
+def grades(relevant: set[str]) -> Any:
+    """The expensive judge: directly-supporting for the ids in ``relevant``, else irrelevant."""
+
+    def reply(request: JudgeRequest) -> dict[str, Any]:
+        ids = [p.passage_id for p in request.payload.passages]  # type: ignore[attr-defined]
+        return tier_reply(
+            request,
+            **{i: {"tier": "directly-supporting" if i in relevant else "irrelevant"} for i in ids},
+        )
+
+    return reply
+
+
+def frontier_cascade(expensive: ScriptedJudge, **rule: float) -> CascadeJudge:
+    settings = {"budget": 0.5, "start": 0.2, "step": 0.1, "width": 1} | rule
+    return CascadeJudge(FakeScorer(), expensive, band="0.3:0.7", frontier=FrontierRule(**settings))
+
+
+def run(expensive: ScriptedJudge, store: SqlStore, **rule: float) -> Any:
+    return evidex.tier(
+        "vitamin D",
+        passages_scored(*SCORES),
+        judge=frontier_cascade(expensive, **rule),
+        store=store,
+    )
+
+
+def test_the_frontier_moves_down_while_its_last_step_finds_relevant_passages(
+    store: SqlStore,
+) -> None:
+    expensive = ScriptedJudge([grades({"p0", "p1", "p2"})] * 10)
+    result = run(expensive, store)
+    # top 20% first, then 10% at a time: p2 relevant, so p3; p3 is not, so the rounds end
+    asked = [[p.passage_id for p in r.payload.passages] for r in expensive.requests]  # type: ignore[attr-defined]
+    assert asked == [["p0", "p1"], ["p2"], ["p3"]]
+    by_id = {a.passage_id: a for a in result.classifications}
+    assert [by_id[f"p{i}"].judged_by for i in range(4)] == ["scripted"] * 4
+    assert by_id["p2"].tier == "directly-supporting" and by_id["p3"].tier == "irrelevant"
+    for i in range(4, 10):  # the band would have sent p4 (0.5) and p5 (0.4) on: not here
+        settled = by_id[f"p{i}"]
+        assert settled.tier == "irrelevant" and settled.judged_by == "fake:cheap"
+        assert "frontier" in settled.justification
+    report = result.cascade
+    assert report is not None
+    assert (report.items, report.sent, report.settled) == (10, 4, 6)
+    assert report.rule.startswith("frontier") and report.stopped == "no frontier yields"
+    split = [e for e in result.events if e.kind == "cascade.split"]
+    assert split and split[0].passage_ids == ["p0", "p1", "p2", "p3"]
+    assert "frontier" in split[0].detail and "3 round(s)" in split[0].detail
+
+
+def test_the_budget_bounds_what_is_sent_whatever_the_judge_finds(store: SqlStore) -> None:
+    expensive = ScriptedJudge([grades({f"p{i}" for i in range(10)})] * 10)
+    result = run(expensive, store)
+    assert sent_ids(expensive) == ["p0", "p1", "p2", "p3", "p4"]  # floor(0.5 x 10)
+    report = result.cascade
+    assert report is not None and report.sent == 5 and report.stopped == "budget spent"
+    by_id = {a.passage_id: a for a in result.classifications}
+    assert {by_id[f"p{i}"].tier for i in range(5, 10)} == {"irrelevant"}  # never an upper grade
+
+
+def test_a_step_that_falls_back_finds_nothing_relevant(store: SqlStore) -> None:
+    # the first round's reply never validates: its passages fall back (the conservative tier,
+    # to review), and a fallback is no verdict, so the frontier does not move on it
+    graded = grades({"p0", "p1", "p2"})
+
+    def broken_first(request: JudgeRequest) -> Any:
+        ids = {p.passage_id for p in request.payload.passages}  # type: ignore[attr-defined]
+        return "not json" if ids & {"p0", "p1"} else graded(request)
+
+    expensive = ScriptedJudge([broken_first] * 20)
+    result = run(expensive, store)
+    assert set(sent_ids(expensive)) == {"p0", "p1"}  # asked again, split, never past them
+    by_id = {a.passage_id: a for a in result.classifications}
+    assert by_id["p0"].source == "fallback" and by_id["p1"].source == "fallback"
+    assert result.review_item_ids
+    assert result.cascade is not None and result.cascade.stopped == "no frontier yields"
+
+
+def test_the_band_still_routes_without_the_rule(store: SqlStore) -> None:
+    expensive = ScriptedJudge([tier_reply] * 3)
+    judge = CascadeJudge(FakeScorer(), expensive, band="0.3:0.7")
+    result = evidex.tier("vitamin D", passages_scored(*SCORES), judge=judge, store=store)
+    assert sent_ids(expensive) == ["p3", "p4", "p5", "p6"]  # 0.6, 0.5, 0.4, 0.3: in the band
+    assert result.cascade is not None and result.cascade.rule == "band"
+    assert result.cascade.stopped is None
