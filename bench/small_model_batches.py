@@ -3,7 +3,7 @@ Qwen2.5-Coder-1.5B weights: how many passages fall back, with and without splitt
 whose replies never validate.
 
     python bench/small_model_batches.py [--data ../shared/data] [--queries 10] [--per-query 10]
-        [--arms split10,fixed10,fixed5] [--timeout 900] [--no-write]
+        [--arms split10,fixed10,fixed5] [--timeout 900] [--section NAME] [--no-write]
 
 The server (``python -m llama_cpp.server``, the ``llm-server`` extra) is started here on a free
 loopback port and stopped at the end. ``--queries`` TREC DL 2019 queries are drawn (seeded),
@@ -27,7 +27,8 @@ replies that validated (from the audit log); the paired bootstrap interval of th
 difference between the default arm and a fixed batch of 5; the default arm's deadlines at the
 end. Timeouts are the defaults (the judge's deadlines, derived from its measured replies);
 ``--timeout`` sets a whole-call limit for the judge and the harness instead. Figures go to
-docs/benchmarks.md, section ``small_model_batches``.
+docs/benchmarks.md, section ``small_model_batches`` (``--section`` names another, so a run of
+some arms does not replace a run of all three).
 """
 
 from __future__ import annotations
@@ -221,6 +222,9 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--n-ctx", type=int, default=8192)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--section", default="small_model_batches", help="the docs/benchmarks.md section"
+    )
     args = parser.parse_args()
     names = args.arms.split(",")
     unknown = [a for a in names if a not in ARMS]
@@ -255,7 +259,7 @@ def main() -> None:
     print(text)
     if not args.no_write:
         title = "Small model: splitting failing batches (tier, openai: → llama-cpp server)"
-        write_section("small_model_batches", title, text)
+        write_section(args.section, title, text)
 
 
 def report(arms: list[Arm], args: argparse.Namespace, queries: int, load: tuple[Any, Any]) -> str:
