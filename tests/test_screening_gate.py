@@ -58,6 +58,13 @@ def test_every_rule_is_in_the_gate() -> None:
     assert built[1] == tuple(name for name, _ in rules)
 
 
+def test_a_set_that_misses_its_canary_is_not_used() -> None:
+    rules = (("note_to_grader", ADDRESS_RULES[0][1]),)
+    assert Gate(rules, canary=("Vitamin D.", "note_to_grader")).candidates("plain") is None
+    kept = Gate(rules, canary=("Note to the grader: read this.", "note_to_grader"))
+    assert kept.candidates("plain") == frozenset()
+
+
 def test_the_gate_answers_only_for_plain_ascii() -> None:
     gate = _screening._GATE
     assert gate.candidates("Vitamin D, 15 micrograms a day.\n\tSee table 2.") == frozenset()

@@ -29,12 +29,27 @@ _OUTSIDE_PLAIN = re.compile(r"[^\t\n\r\f\x20-\x7e]")
 """A character for which RE2 and Python's ``re`` may disagree (see the module docstring)."""
 
 
+MAX_MEM = 64 << 20
+"""RE2's memory for the set's automaton. RE2 builds the DFA of a set as it reads and, unlike a
+single pattern's, never gives up on a slow search; it fails only when the budget cannot hold a
+few states, and a failed search reads as "nothing matched". Eight times the default keeps that
+far away, and the canary (:class:`Gate`) checks the built set says what it should."""
+
+
 class Gate:
     """The rules of a screen as one RE2 set (built on first use); :meth:`candidates` names
-    the rules that may match a text, or None when every rule must run."""
+    the rules that may match a text, or None when every rule must run.
 
-    def __init__(self, rules: Sequence[tuple[str, re.Pattern[str]]]) -> None:
+    ``canary``: a text and the rule that must be found in it. A set that does not find it
+    (a build that failed without saying so) is not used."""
+
+    def __init__(
+        self,
+        rules: Sequence[tuple[str, re.Pattern[str]]],
+        canary: tuple[str, str] | None = None,
+    ) -> None:
         self._rules = tuple(rules)
+        self._canary = canary
 
     @functools.cached_property
     def _set(self) -> tuple[Any, tuple[str, ...]] | None:
@@ -42,7 +57,11 @@ class Gate:
             import re2
         except ImportError:  # an accelerator: without it every rule runs, with the same result
             return None
-        found = re2.Set.SearchSet(re2.Options())
+        options = re2.Options()
+        options.max_mem = MAX_MEM
+        options.never_capture = True
+        options.log_errors = False
+        found = re2.Set.SearchSet(options)
         names: list[str] = []
         for name, pattern in self._rules:
             if pattern.flags & ~(re.IGNORECASE | re.UNICODE):
@@ -55,6 +74,10 @@ class Gate:
             assert index == len(names)
             names.append(name)
         found.Compile()
+        if self._canary is not None:
+            text, rule = self._canary
+            if rule not in {names[i] for i in found.Match(text) or ()}:
+                return None
         return found, tuple(names)
 
     def candidates(self, text: str) -> frozenset[str] | None:
