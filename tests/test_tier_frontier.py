@@ -4,10 +4,13 @@ never more than the budget; every passage not sent is settled in the lowest tier
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import evidex
+from evidex import HarnessSettings, Passage
 from evidex.frontier import FrontierRule
+from evidex.harness.frontier_pool import FrontierPool
 from evidex.judges.cascade import CascadeJudge
 from evidex.judging import JudgeRequest
 from evidex.store import SqlStore
@@ -103,3 +106,76 @@ def test_the_band_still_routes_without_the_rule(store: SqlStore) -> None:
     assert sent_ids(expensive) == ["p3", "p4", "p5", "p6"]  # 0.6, 0.5, 0.4, 0.3: in the band
     assert result.cascade is not None and result.cascade.rule == "band"
     assert result.cascade.stopped is None
+
+
+# ---------------------------------------------------------------------- one budget over a run
+
+
+def scored_as(prefix: str, scores: tuple[float, ...]) -> list[Passage]:
+    return [
+        Passage(passage_id=f"{prefix}{i}", text=f"Passage {i} about vitamin D, score={s} here.")
+        for i, s in enumerate(scores)
+    ]
+
+
+def two_queries(expensive: ScriptedJudge, store: SqlStore, concurrency: int) -> list[Any]:
+    """Query ``a``, whose every passage the expensive judge finds relevant, and query ``b``,
+    none of whose passages it does, in one run."""
+    return evidex.tier_many(
+        [
+            {"query": "vitamin D", "passages": scored_as("a", SCORES)},
+            {"query": "vitamin D dose", "passages": scored_as("b", SCORES)},
+        ],
+        judge=frontier_cascade(expensive),
+        store=store,
+        settings=HarnessSettings(max_concurrency=concurrency),
+    )
+
+
+def test_the_queries_of_a_run_share_one_budget(store: SqlStore) -> None:
+    # 20 passages, budget 50%: 10 for the run. Both get their top 20% (2 each); b's frontier
+    # finds nothing, so what b leaves goes to a, 10% a round, until the 10 are spent
+    expensive = ScriptedJudge([grades({f"a{i}" for i in range(10)})] * 20)
+    a, b = two_queries(expensive, store, concurrency=4)
+    sent = sent_ids(expensive)
+    assert sorted(i for i in sent if i.startswith("a")) == [f"a{i}" for i in range(8)]
+    assert sorted(i for i in sent if i.startswith("b")) == ["b0", "b1"]
+    assert a.cascade is not None and b.cascade is not None
+    assert (a.cascade.sent, b.cascade.sent) == (8, 2)
+    assert a.cascade.pooled == b.cascade.pooled == 2
+    assert a.cascade.stopped == "budget spent"
+    split = next(e for e in a.events if e.kind == "cascade.split")
+    assert "budget shared by 2 queries" in split.detail
+    by_id = {x.passage_id: x for x in a.classifications}
+    assert by_id["a7"].tier == "directly-supporting" and by_id["a8"].tier == "irrelevant"
+
+
+def test_inputs_that_cannot_run_together_keep_their_own_budget(store: SqlStore) -> None:
+    # a pool's rounds wait for all its members, so a pool is at most the inputs run at once
+    expensive = ScriptedJudge([grades({f"a{i}" for i in range(10)})] * 20)
+    a, b = two_queries(expensive, store, concurrency=1)
+    assert a.cascade is not None and b.cascade is not None
+    assert (a.cascade.sent, b.cascade.sent) == (5, 2)  # floor(0.5 x 10) for a alone
+    assert a.cascade.pooled == b.cascade.pooled == 1
+
+
+def test_a_member_that_fails_does_not_hold_the_others() -> None:
+    async def scenario() -> tuple[list[int], list[int], str | None]:
+        pool = FrontierPool(FrontierRule(budget=0.5, start=0.2, step=0.1), members=3)
+        pool.leave(2)  # failed before it had scores: the rounds start without it
+        pool.join(0, SCORES)
+        pool.join(1, SCORES)
+        assert await pool.asked(0) == [0, 1] and await pool.asked(1) == [0, 1]
+        pool.record(0, [True, True])
+        pool.leave(1)  # failed while its step was asked: dropped, not counted as sent
+        asked: list[list[int]] = []
+        while (positions := await pool.asked(0)) is not None:
+            asked.append(positions)
+            pool.record(0, [True] * len(positions))
+        return pool.sent(0), pool.sent(1), pool.stopped
+
+    sent_0, sent_1, stopped = asyncio.run(scenario())
+    assert sent_1 == []
+    # the budget is floor(0.5 x 20) = 10 over the two that joined; member 1's unanswered two
+    # were given back, so member 0 sends all of its 10
+    assert sent_0 == list(range(10)) and stopped in ("budget spent", "every passage sent")

@@ -28,7 +28,7 @@ some quality.
 
 :class:`FrontierRounds` is the rule's state over one pool and is pure: it says which positions
 to send and takes the verdicts back. The harness drives it over a run's inputs as their
-verdicts arrive (:mod:`evidex.harness.pool`), and :mod:`evidex.evaluate.cascade_frontier` over
+verdicts arrive (:mod:`evidex.harness.frontier_pool`), and :mod:`evidex.evaluate.cascade_frontier` over
 recorded verdicts; both therefore apply the same code.
 """
 

@@ -6,7 +6,7 @@ import asyncio
 import functools
 import uuid
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar
 
 from pydantic import BaseModel
 
@@ -14,6 +14,9 @@ from evidex._text import sha256_hex
 from evidex.errors import AttemptRecord
 from evidex.harness.ports import ReviewRequest
 from evidex.types import Event, Source, Usage
+
+if TYPE_CHECKING:
+    from evidex.harness.frontier_pool import FrontierPool
 
 __all__ = ["Outcome", "RunContext"]
 
@@ -36,6 +39,9 @@ class RunContext:
     that falls back adds its attempts to it, so one input is one item per reason."""
     review_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
     """Held while the fallback item is opened or rewritten (in a worker thread)."""
+    frontier_pool: tuple[FrontierPool, int] | None = field(default=None, repr=False, compare=False)
+    """The frontier pool this input shares with the others of its run, and its key there
+    (None: a cascade's frontier rule routes this input alone)."""
 
     @functools.cached_property
     def query_hash(self) -> str:

@@ -15,7 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from evidex.frontier import FrontierRounds, FrontierRule, Stop
+from evidex.frontier import FrontierRule, Stop
+from evidex.harness.frontier_pool import FrontierPool
 from evidex.harness.job import JobRun
 from evidex.judging import Staging
 from evidex.tasks.base import Step
@@ -57,6 +58,8 @@ class FrontierRun:
     source: str
     rounds: int
     stopped: Stop
+    pooled: int = 1
+    """How many queries shared the budget (a run's inputs run together; 1: this one alone)."""
 
 
 @dataclass
@@ -172,31 +175,42 @@ async def _by_frontier(
     verdict: Callable[[M], tuple[str, bool]],
     rule: FrontierRule,
 ) -> Staged[M]:
-    """The frontier rule's rounds over one query: each round's passages graded by the
-    expensive stage before the next is chosen; passages the cheap stage could not score are
-    sent first and counted in the budget."""
+    """The frontier rule's rounds: each round's passages graded by the expensive stage before
+    the next is chosen; passages the cheap stage could not score are sent first and counted in
+    the budget. Over the run's pool when the input is one of a run's
+    (:class:`~evidex.harness.frontier_pool.FrontierPool`: the budget shared by its inputs, the
+    rule as fitted and measured), else over this query alone."""
     staging = found.staging
     scored = [p for p in passages if p.passage_id in found.scores]
     outside = [p for p in passages if p.passage_id not in found.scores]
-    rounds = FrontierRounds(
-        rule, {0: [found.scores[p.passage_id] for p in scored]}, sent_outside=len(outside)
-    )
     result.expensive = run.stage(staging.expensive)
     if outside:
         result.judged += await expensive(result.expensive, outside)
-    asked = rounds.first()
-    while asked:
-        batch = [scored[i] for i in asked[0]]
-        graded = await expensive(result.expensive, batch)
-        result.judged += graded
-        relevant = dict(verdict(item) for item in graded)
-        rounds.record(0, [relevant.get(p.passage_id, False) for p in batch])
-        asked = rounds.next()
-    sent = {p.passage_id for p in outside} | {scored[i].passage_id for i in rounds.sent[0]}
+    pooled = run.ctx.frontier_pool
+    if pooled is None:
+        pool, key = FrontierPool(rule, 1), 0
+    else:
+        pool, key = pooled
+        rule = pool.rule
+    pool.join(key, [found.scores[p.passage_id] for p in scored], len(outside))
+    try:
+        while (asked := await pool.asked(key)) is not None:
+            batch = [scored[i] for i in asked]
+            graded = await expensive(result.expensive, batch)
+            result.judged += graded
+            relevant = dict(verdict(item) for item in graded)
+            pool.record(key, [relevant.get(p.passage_id, False) for p in batch])
+    finally:
+        pool.leave(key)
+    sent = {p.passage_id for p in outside} | {scored[i].passage_id for i in pool.sent(key)}
     result.sent = [p for p in passages if p.passage_id in sent]
     result.settled = [_settled(found, p) for p in scored if p.passage_id not in sent]
     result.frontier = FrontierRun(
-        rule, staging.rule_source, rounds.rounds, rounds.stopped or "budget spent"
+        rule,
+        staging.rule_source,
+        pool.rounds_of(key),
+        pool.stopped or "budget spent",
+        pooled=pool.members,
     )
     return result
 

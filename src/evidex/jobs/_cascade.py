@@ -40,6 +40,9 @@ class CascadeReport(BaseModel):
     stopped: str | None = None
     """Under the frontier rule, why its rounds ended (``budget spent``, ``no frontier yields``,
     ``every passage sent``)."""
+    pooled: int | None = None
+    """Under the frontier rule, how many queries shared its budget (a run's inputs run
+    together; 1: this query alone)."""
     items: int
     settled: int
     """Items the cheap stage judged (scored outside the band)."""
@@ -92,11 +95,13 @@ def cascade_tiers(
             update={
                 "rule": f"{frontier.rule.label()} ({frontier.source})",
                 "stopped": frontier.stopped,
+                "pooled": frontier.pooled,
             }
         )
+        shared = f", budget shared by {frontier.pooled} queries" if frontier.pooled > 1 else ""
         routed = (
             f"{frontier.rule.label()}, {frontier.source}; {frontier.rounds} round(s), "
-            f"{frontier.stopped}"
+            f"{frontier.stopped}{shared}"
         )
     run.note(
         Event(

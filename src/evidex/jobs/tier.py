@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal, TypedDict
 
 from pydantic import BaseModel, Field
 
@@ -199,6 +199,9 @@ class TierSpec(MergedIsResult):
     template: PromptTemplate = TIER_TEMPLATE
     """The tier step's prompt: the built-in one, or the caller's own wording."""
     job: str = "tier"
+    pools_frontier: ClassVar[bool] = True
+    """Under a cascade's frontier rule, the queries of one run share its budget
+    (:mod:`evidex.harness.frontier_pool`)."""
 
     @classmethod
     def of(cls, options: TierOptionsModel, context: SpecContext) -> TierSpec:
