@@ -28,8 +28,9 @@ some quality.
 
 :class:`FrontierRounds` is the rule's state over one pool and is pure: it says which positions
 to send and takes the verdicts back. The harness drives it over a run's inputs as their
-verdicts arrive (:mod:`evidex.harness.frontier_pool`), and :mod:`evidex.evaluate.cascade_frontier` over
-recorded verdicts; both therefore apply the same code.
+verdicts arrive (:mod:`evidex.harness.frontier_pool`), and
+:mod:`evidex.evaluate.cascade_frontier` over recorded verdicts; both therefore apply the same
+code.
 """
 
 from __future__ import annotations

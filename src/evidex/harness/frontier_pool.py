@@ -18,11 +18,15 @@ others never wait for it.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from evidex.frontier import FrontierRounds, FrontierRule, Stop
 
-__all__ = ["FrontierPool"]
+__all__ = ["FrontierPool", "run_pooled"]
+
+P = TypeVar("P")
+R = TypeVar("R")
 
 
 class FrontierPool:
@@ -116,3 +120,48 @@ class FrontierPool:
     def _send(self, asked: dict[int, list[int]]) -> None:
         for key, positions in asked.items():
             self._mail[key].put_nowait(positions)
+
+
+async def run_pooled(
+    plans: Sequence[P],
+    on_progress: Callable[[int, int], None] | None,
+    rule: FrontierRule,
+    limit: int,
+    run_one: Callable[[P, Any, tuple[FrontierPool, int]], Awaitable[R]],
+) -> list[R]:
+    """The inputs in pools of ``limit``, each pool's inputs run at once and sharing one
+    frontier budget (its rounds wait for every member's verdicts, so a pool's members cannot
+    wait for a slot behind each other); ``run_one(plan, progress, pool)`` runs one. The first
+    failure cancels the pool's other inputs and propagates, as a bounded run stops."""
+    results: list[R] = []
+    done = 0
+
+    def counted(task: asyncio.Future[R]) -> None:
+        nonlocal done
+        if task.cancelled() or task.exception() is not None:
+            return
+        done += 1
+        if on_progress is not None:
+            on_progress(done, len(plans))
+
+    for first in range(0, len(plans), limit):
+        chunk = plans[first : first + limit]
+        pool = FrontierPool(rule, len(chunk))
+
+        async def member(key: int, plan: P, pool: FrontierPool = pool) -> R:
+            try:
+                return await run_one(plan, None, (pool, key))
+            finally:
+                pool.leave(key)
+
+        tasks = [asyncio.ensure_future(member(k, p)) for k, p in enumerate(chunk)]
+        for task in tasks:
+            task.add_done_callback(counted)
+        try:
+            results += await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+    return results

@@ -22,12 +22,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
 from evidex.harness.fanout import bounded_map, chunked_map
-from evidex.harness.frontier_pool import FrontierPool
+from evidex.harness.frontier_pool import FrontierPool, run_pooled
 from evidex.harness.outcome import Outcome, RunContext
 from evidex.harness.ports import ReviewRequest
 from evidex.harness.sizing import BatchSizer, Sized
@@ -36,7 +37,6 @@ from evidex.pricing import estimate_cost
 from evidex.types import Event, Passage, Source, Usage
 
 if TYPE_CHECKING:
-    from evidex.frontier import FrontierRule
     from evidex.harness.runner import Harness
     from evidex.judging import Judge
     from evidex.tasks.base import Step
@@ -463,60 +463,16 @@ async def run_many_planned(
     """Execute many planned inputs, at most ``settings.max_concurrency`` at once; results in
     input order, progress counted in inputs. Under a cascade's frontier rule, for a job that
     shares it (:attr:`pools_frontier`), the inputs run together share one budget
-    (:func:`_run_pooled`)."""
+    (:func:`~evidex.harness.frontier_pool.run_pooled`)."""
     limit = harness.settings.max_concurrency
     staging = harness.judge.staging() if getattr(spec, "pools_frontier", False) else None
     rule = staging.frontier() if staging is not None else None
     if rule is not None:
-        return await _run_pooled(harness, spec, plans, on_progress, rule, max(1, limit))
+        return await run_pooled(
+            plans, on_progress, rule, max(1, limit), partial(run_planned, harness, spec)
+        )
 
     def one(_: int, plan: Plan[D]) -> Awaitable[Out]:
         return run_planned(harness, spec, plan, None)
 
     return await bounded_map(plans, limit, one, on_progress)
-
-
-async def _run_pooled(
-    harness: Harness,
-    spec: JobSpec[Any, D, Any, Out],
-    plans: Sequence[Plan[D]],
-    on_progress: Progress | None,
-    rule: FrontierRule,
-    limit: int,
-) -> list[Out]:
-    """The inputs in pools of ``limit``, each pool's inputs run at once and sharing one
-    frontier budget (its rounds wait for every member's verdicts, so a pool's members cannot
-    wait for a slot behind each other). The first failure cancels the pool's other inputs and
-    propagates, as :func:`bounded_map` stops a run."""
-    results: list[Out] = []
-    done = 0
-
-    def counted(task: asyncio.Future[Out]) -> None:
-        nonlocal done
-        if task.cancelled() or task.exception() is not None:
-            return
-        done += 1
-        if on_progress is not None:
-            on_progress(done, len(plans))
-
-    for first in range(0, len(plans), limit):
-        chunk = plans[first : first + limit]
-        pool = FrontierPool(rule, len(chunk))
-
-        async def member(key: int, plan: Plan[D], pool: FrontierPool = pool) -> Out:
-            try:
-                return await run_planned(harness, spec, plan, None, pool=(pool, key))
-            finally:
-                pool.leave(key)
-
-        tasks = [asyncio.ensure_future(member(k, p)) for k, p in enumerate(chunk)]
-        for task in tasks:
-            task.add_done_callback(counted)
-        try:
-            results += await asyncio.gather(*tasks)
-        except BaseException:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
-            raise
-    return results
