@@ -68,18 +68,28 @@ PLOT = Path(__file__).resolve().parent.parent / "docs" / "cascade_dl19.png"
 
 
 class ReplayedMiniLM(Judge):
-    """``local:minilm`` answering from its cached scores: same id, version and cut points."""
+    """``local:minilm`` answering from its cached scores: same id, version and cut points.
+
+    A text the cache does not hold is scored by the real encoder: the injection screen hands
+    the cheap stage a flagged passage with the flagged span removed, and that text was never
+    cached. :attr:`scored_live` counts them."""
 
     jobs: ClassVar[frozenset[str]] = frozenset({"tier"})
 
     def __init__(self, records: Sequence[TierGolden], scores: dict[str, float]) -> None:
         super().__init__("local:minilm")
-        real = MiniLMJudge()
-        self.thresholds = real.thresholds
-        self._version = f"{real.model_version} (scores replayed from a cache)"
+        self._real = MiniLMJudge()
+        self.thresholds = self._real.thresholds
+        self._version = f"{self._real.model_version} (scores replayed from a cache)"
         self._scores = {(r.query, r.text): scores[key(r)] for r in records}
+        self.scored_live = 0
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
+        missing = [t for t in texts if (query, t) not in self._scores]
+        if missing:
+            self.scored_live += len(missing)
+            live = self._real.score(query, missing)
+            self._scores.update(((query, t), s) for t, s in zip(missing, live, strict=True))
         return [self._scores[(query, t)] for t in texts]
 
     async def complete(self, request: JudgeRequest) -> JudgeReply:
@@ -120,8 +130,11 @@ async def run_tier(
     label: str,
     target: float | None = None,
     budget: float | None = None,
+    max_concurrency: int = 8,
 ) -> Point:
-    """The tier job over every query of ``records``; kappa against NIST and the LLM's share."""
+    """The tier job over every query of ``records``; kappa against NIST and the LLM's share.
+    Under the frontier rule the queries run together share its budget in pools of
+    ``max_concurrency``."""
     by_query: dict[str, list[TierGolden]] = {}
     for r in records:
         by_query.setdefault(r.group, []).append(r)
@@ -133,7 +146,7 @@ async def run_tier(
         }
         for qid, members in by_query.items()
     ]
-    settings = HarnessSettings(max_concurrency=8, use_cache=False)
+    settings = HarnessSettings(max_concurrency=max_concurrency, use_cache=False)
     started = time.perf_counter()
     results: list[TierResult] = await atier_many(
         items, judge=judge, store=open_store("sqlite://"), settings=settings, batch_size=10

@@ -1,7 +1,7 @@
 """The frontier rule of a cascade on TREC DL 2019, out of set: fit on one half of the
 queries, measure on the other, both ways round, with bootstrap intervals over queries.
 
-    python bench/cascade_frontier.py DATA_DIR [--cache reports/cascade/minilm_dl19.json]
+    python bench/cascade_frontier.py DATA_DIR [--cache reports/cascade/minilm_dl19.json] [--job]
 
 The LLM stage is DeepSeek-V3's recorded UMBRELA grades (``umbrela_dsv3.qrels``), the cheap
 stage ``local:minilm`` (scores from ``bench/_minilm_cache.py``). Rules, each at a budget of
@@ -16,11 +16,19 @@ half of the pairs:
 
 Seed 0 is the split of ``bench/cascade_out_of_set.py``; ``--splits`` more seeded splits say
 how much the verdict depends on the split.
+
+``--job`` checks that the shipped code does what was measured: the rule fitted to the LLM on
+each half routes the real tier job (``CascadeJudge`` with ``rule=frontier``, the harness and
+its injection screen) over the other half's queries, run together so that they share one
+budget, the LLM stage being ``bench/_loopback_judge.py`` serving the recorded grades on
+loopback (as in ``bench/cascade_dl19.py``). Its kappa and share sent are put beside the
+figures computed from the recorded verdicts.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 import sys
 from collections.abc import Sequence
@@ -32,6 +40,7 @@ from _report import write_section
 from evidex.evaluate import metrics as m
 from evidex.evaluate.cascade_frontier import RecordedPairs, frontier_out_of_set, query_split
 from evidex.evaluate.datasets import trec_dl_tier
+from evidex.frontier import FrontierRule
 from evidex.types import DEFAULT_TIERS
 
 BUDGET = 0.5
@@ -104,11 +113,51 @@ def row(rule: str, direction: str, f: dict[str, Any], notes: str = "") -> str:
     )
 
 
+async def through_the_job(
+    data: Path, cache: Path, folds: Sequence[dict[str, Any]], directions: Sequence[str]
+) -> list[str]:
+    """Table rows: each fold's fitted rule run by the tier job, beside the recorded figures."""
+    from api_path import LoopbackJudgeServer
+    from cascade_dl19 import LLM, ReplayedMiniLM, run_tier
+    from evidex.judges import get_judge
+    from evidex.judges.cascade import CascadeJudge
+
+    records = trec_dl_tier(data)
+    cheap = ReplayedMiniLM(records, cached_scores(records, cache))
+    server = LoopbackJudgeServer(
+        0, "--grades", str(data / "umbrela_dsv3.qrels"), "--queries", str(data / "queries.tsv")
+    )
+    llm = get_judge(LLM, base_url=server.base_url, api_key="recorded")
+    rows = []
+    try:
+        for direction, fold in zip(directions, folds, strict=True):
+            queries = set(fold["measured_queries"])
+            held = [r for r in records if r.group in queries]
+            rule = FrontierRule(budget=BUDGET, start=fold["start"], step=fold["step"])
+            judge = CascadeJudge(cheap, llm, frontier=rule, frontier_source="fit half")
+            live = cheap.scored_live
+            point = await run_tier(judge, held, "frontier", max_concurrency=len(queries))
+            rows.append(
+                f"| {direction} | {len(queries)} | {fold['kappa']:.3f} | {point.kappa:.3f} | "
+                f"{point.kappa - fold['kappa']:+.3f} | {fold['share_sent']:.1%} | "
+                f"{point.share:.1%} | {point.llm_calls} | {point.fallbacks} | "
+                f"{cheap.scored_live - live} | {point.seconds:.1f} |"
+            )
+            print(rows[-1], file=sys.stderr)
+    finally:
+        await llm.aclose()
+        server.stop()
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("data", type=Path)
     parser.add_argument("--cache", type=Path, default=Path("reports/cascade/minilm_dl19.json"))
     parser.add_argument("--splits", type=int, default=100)
+    parser.add_argument(
+        "--job", action="store_true", help="also run the fitted rules through the tier job"
+    )
     args = parser.parse_args(argv)
     groups, scores, expensive, gold = load(args.data, args.cache)
     lines = [
@@ -122,6 +171,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for direction, report_on in zip(directions, (second, first), strict=True):
         f = top_half(groups, scores, expensive, gold, report_on, 1000)
         lines.append(row("top half per query", direction, f, "nothing fitted"))
+    job_rows: list[str] = []
     targets = {"expensive": "frontier, fitted to the LLM", "gold": "frontier, fitted to NIST"}
     for target, name in targets.items():
         found = frontier_out_of_set(pairs, budget=BUDGET, target=target, per_query=True)
@@ -134,6 +184,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             notes = f"start {fold['start']}, step {fold['step']}; each query alone"
             lines.append(row(f"{name}, per query", direction, fold, notes))
         lines.append(row(f"{name}, per query", "both halves pooled", alone["pooled"]))
+        if target == "expensive" and args.job:
+            job_rows = asyncio.run(
+                through_the_job(args.data, args.cache, found["folds"], directions)
+            )
     summary, split_rows = [], []
     for target, name in targets.items():
         deltas = []
@@ -183,6 +237,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "| fitted to | seed | fit on first half | fit on second half | start, step |\n"
         "|---|---|---|---|---|\n" + "\n".join(split_rows)
     )
+    if job_rows:
+        body += (
+            "\n\n**Through the tier job** (`--job`): the rule fitted to the LLM on one half "
+            "routes the real tier job (`CascadeJudge`, `rule=frontier`, harness and injection "
+            "screen included) over the other half's queries, run together in one pool "
+            "(`max_concurrency` = the half's queries), the LLM stage a loopback server replaying "
+            "the recorded grades. *Live-scored*: passages the injection screen rewrote, scored "
+            "by the real encoder instead of the cache.\n\n"
+            "| direction | queries | kappa, recorded | kappa, job | job − recorded | sent, "
+            "recorded | sent, job | LLM calls | fallbacks | live-scored | seconds |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(job_rows)
+        )
     print(body)
     write_section("cascade_frontier", "Cascade frontier rule out of set (TREC DL 2019)", body)
     return 0
