@@ -9,6 +9,7 @@ from typing import Any
 
 import evidex
 from evidex import HarnessSettings, Passage
+from evidex.evaluate.cascade_frontier import RecordedPairs, _labels
 from evidex.frontier import FrontierRule
 from evidex.harness.frontier_pool import FrontierPool
 from evidex.judges.cascade import CascadeJudge
@@ -179,3 +180,22 @@ def test_a_member_that_fails_does_not_hold_the_others() -> None:
     # the budget is floor(0.5 x 20) = 10 over the two that joined; member 1's unanswered two
     # were given back, so member 0 sends all of its 10
     assert sent_0 == list(range(10)) and stopped in ("budget spent", "every passage sent")
+
+
+def test_ties_go_to_the_earlier_input_as_in_the_recorded_figures(store: SqlStore) -> None:
+    # both queries' frontiers always yield alike: every tie goes to the run's first input, and
+    # the figures computed from recorded verdicts (keyed "q2" then "q1", so not by id) agree
+    everything = {f"{q}{i}" for q in "ab" for i in range(10)}
+    expensive = ScriptedJudge([grades(everything)] * 20)
+    a, b = two_queries(expensive, store, concurrency=4)
+    assert a.cascade is not None and b.cascade is not None
+    assert (a.cascade.sent, b.cascade.sent) == (8, 2)
+    recorded = RecordedPairs(
+        groups=["q2"] * 10 + ["q1"] * 10,
+        scores=list(SCORES) * 2,
+        expensive=[0] * 20,
+        gold=[0] * 20,
+        n_labels=4,
+    )
+    _, _, flags = _labels(recorded, {"q1", "q2"}, budget=0.5, start=0.2, step=0.1)
+    assert (sum(flags[:10]), sum(flags[10:])) == (8, 2)
