@@ -5,10 +5,13 @@ never more than the budget; every passage not sent is settled in the lowest tier
 from __future__ import annotations
 
 import asyncio
+import json
+from pathlib import Path
 from typing import Any
 
 import evidex
 from evidex import HarnessSettings, Passage
+from evidex.evaluate import evaluate
 from evidex.evaluate.cascade_frontier import RecordedPairs, _labels
 from evidex.frontier import FrontierRule
 from evidex.harness.frontier_pool import FrontierPool
@@ -199,3 +202,40 @@ def test_ties_go_to_the_earlier_input_as_in_the_recorded_figures(store: SqlStore
     )
     _, _, flags = _labels(recorded, {"q1", "q2"}, budget=0.5, start=0.2, step=0.1)
     assert (sum(flags[:10]), sum(flags[10:])) == (8, 2)
+
+
+def test_an_evaluation_shares_the_budget_over_the_queries_it_runs_together(
+    store: SqlStore, tmp_path: Path
+) -> None:
+    # `evidex eval tier` under the rule: the queries run at once share it, as in the bench
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "query_id": qid,
+                    "query": query,
+                    "passage_id": p.passage_id,
+                    "text": p.text,
+                    "tier": "directly-supporting" if qid == "a" else "irrelevant",
+                }
+            )
+            + "\n"
+            for qid, query in (("a", "vitamin D"), ("b", "vitamin D dose"))
+            for p in scored_as(qid, SCORES)
+        ),
+        encoding="utf-8",
+    )
+    for concurrency, expected in ((4, (8, 2)), (1, (5, 2))):
+        expensive = ScriptedJudge([grades({f"a{i}" for i in range(10)})] * 20)
+        report = evaluate(
+            "tier",
+            golden,
+            judge=frontier_cascade(expensive),
+            store=store,
+            out_dir=tmp_path / f"run{concurrency}",
+            settings=HarnessSettings(max_concurrency=concurrency, use_cache=False),
+        )
+        sent = sent_ids(expensive)
+        assert tuple(sum(i.startswith(q) for i in sent) for q in "ab") == expected
+        assert report["run"]["groups"] == 2

@@ -151,12 +151,26 @@ async def aevaluate(
         for name, rows in done.items():
             progress.write(json.dumps({"group": name, "rows": rows}, ensure_ascii=False) + "\n")
         progress.flush()
-        for name, members in groups.items():
-            if name in done:
-                continue
-            rows = await evaluator.predict(members, the_judge, the_store, options, settings)
-            done[name] = rows
-            progress.write(json.dumps({"group": name, "rows": rows}, ensure_ascii=False) + "\n")
+        pending = [name for name in groups if name not in done]
+        # an evaluator may predict several groups in one run (tier, under a cascade's
+        # frontier rule: the queries of a run share its budget), kept when the run lands
+        together = getattr(evaluator, "run_together", None)
+        size = 1 if together is None else together(the_judge, settings)
+        for first in range(0, len(pending), size):
+            names = pending[first : first + size]
+            if size == 1:
+                predicted = [
+                    await evaluator.predict(
+                        groups[names[0]], the_judge, the_store, options, settings
+                    )
+                ]
+            else:
+                predicted = await evaluator.predict_together(  # type: ignore[attr-defined]
+                    [groups[n] for n in names], the_judge, the_store, options, settings
+                )
+            for name, rows in zip(names, predicted, strict=True):
+                done[name] = rows
+                progress.write(json.dumps({"group": name, "rows": rows}, ensure_ascii=False) + "\n")
             progress.flush()
             if on_progress is not None:
                 on_progress(len(done.keys() & groups.keys()), len(groups))

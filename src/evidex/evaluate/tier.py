@@ -40,7 +40,8 @@ from evidex.evaluate.plots import (
 )
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
-from evidex.jobs.tier import DEFAULT_BATCH, atier
+from evidex.harness.settings import HarnessSettings
+from evidex.jobs.tier import DEFAULT_BATCH, TierResult, atier, atier_many
 from evidex.judging import Judge
 from evidex.tasks.tier import TIER_TEMPLATE
 from evidex.types import Passage, TierScheme
@@ -134,17 +135,41 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
             batch_size=int(run.options.extra.get("batch_size", DEFAULT_BATCH)),
             settings=run.settings,
         )
-        return [
-            {
-                "query_id": first.query_id,
-                "query": first.query,
-                "passage_id": a.passage_id,
-                "tier": a.tier,
-                "justification": a.justification,
-                **provenance(a),
-            }
-            for a in result.classifications
-        ]
+        return _rows(first, result)
+
+    def run_together(self, judge: Judge, settings: HarnessSettings | None) -> int:
+        """How many queries :meth:`predict_together` takes at once: under a cascade's frontier
+        rule, those run together share its budget, as the rule was fitted and measured
+        (``bench/cascade_frontier.py``), so up to ``max_concurrency``; otherwise one."""
+        staging = judge.staging()
+        if staging is None or staging.frontier() is None:
+            return 1
+        return max(1, (settings or HarnessSettings.from_config()).max_concurrency)
+
+    async def predict_together(
+        self,
+        groups: Sequence[Sequence[TierGolden]],
+        judge: Judge,
+        store: StorePort,
+        options: EvalOptions,
+        settings: HarnessSettings | None,
+    ) -> list[list[dict[str, Any]]]:
+        """The rows of several queries, tiered in one run (:func:`~evidex.jobs.tier.atier_many`)."""
+        results = await atier_many(
+            [
+                {
+                    "query": records[0].query,
+                    "passages": [Passage(passage_id=r.passage_id, text=r.text) for r in records],
+                }
+                for records in groups
+            ],
+            judge=judge,
+            store=store,
+            tiers=_scheme(options),
+            batch_size=int(options.extra.get("batch_size", DEFAULT_BATCH)),
+            settings=settings,
+        )
+        return [_rows(records[0], result) for records, result in zip(groups, results, strict=True)]
 
     async def consistency(
         self, records: Sequence[TierGolden], judge: Judge, store: StorePort, options: EvalOptions
@@ -279,6 +304,21 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
                 f"{_fmt(c['agreement'])}.",
             ]
         return "\n".join(lines)
+
+
+def _rows(first: TierGolden, result: TierResult) -> list[dict[str, Any]]:
+    """A query's prediction rows."""
+    return [
+        {
+            "query_id": first.query_id,
+            "query": first.query,
+            "passage_id": a.passage_id,
+            "tier": a.tier,
+            "justification": a.justification,
+            **provenance(a),
+        }
+        for a in result.classifications
+    ]
 
 
 def _worst(
