@@ -40,6 +40,7 @@ from _report import write_section
 from evidex.evaluate import metrics as m
 from evidex.evaluate.cascade_frontier import RecordedPairs, frontier_out_of_set, query_split
 from evidex.evaluate.datasets import trec_dl_tier
+from evidex.evaluate.golden import TierGolden
 from evidex.frontier import FrontierRule
 from evidex.types import DEFAULT_TIERS
 
@@ -48,9 +49,9 @@ N = len(DEFAULT_TIERS.names)
 NAMES = [str(i) for i in range(N)]
 
 
-def load(data: Path, cache: Path) -> tuple[list[str], list[float], list[int], list[int]]:
-    records = trec_dl_tier(data)
-    scores = cached_scores(records, cache)
+def load(
+    data: Path, records: Sequence[TierGolden], scores: dict[str, float]
+) -> tuple[list[str], list[float], list[int], list[int]]:
     llm = {}
     for line in (data / "umbrela_dsv3.qrels").read_text(encoding="utf-8").splitlines():
         parts = line.split()
@@ -114,7 +115,11 @@ def row(rule: str, direction: str, f: dict[str, Any], notes: str = "") -> str:
 
 
 async def through_the_job(
-    data: Path, cache: Path, folds: Sequence[dict[str, Any]], directions: Sequence[str]
+    data: Path,
+    records: Sequence[TierGolden],
+    scores: dict[str, float],
+    folds: Sequence[dict[str, Any]],
+    directions: Sequence[str],
 ) -> list[str]:
     """Table rows: each fold's fitted rule run by the tier job, beside the recorded figures."""
     from api_path import LoopbackJudgeServer
@@ -122,8 +127,7 @@ async def through_the_job(
     from evidex.judges import get_judge
     from evidex.judges.cascade import CascadeJudge
 
-    records = trec_dl_tier(data)
-    cheap = ReplayedMiniLM(records, cached_scores(records, cache))
+    cheap = ReplayedMiniLM(records, scores)
     server = LoopbackJudgeServer(
         0, "--grades", str(data / "umbrela_dsv3.qrels"), "--queries", str(data / "queries.tsv")
     )
@@ -159,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--job", action="store_true", help="also run the fitted rules through the tier job"
     )
     args = parser.parse_args(argv)
-    groups, scores, expensive, gold = load(args.data, args.cache)
+    records = trec_dl_tier(args.data)
+    cached = cached_scores(records, args.cache)
+    groups, scores, expensive, gold = load(args.data, records, cached)
     lines = [
         "| rule | direction | kappa (95% CI) | LLM alone | kappa − LLM (95% CI) | sent | "
         "within 0.02, ≤ 50% | notes |",
@@ -186,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         lines.append(row(f"{name}, per query", "both halves pooled", alone["pooled"]))
         if target == "expensive" and args.job:
             job_rows = asyncio.run(
-                through_the_job(args.data, args.cache, found["folds"], directions)
+                through_the_job(args.data, records, cached, found["folds"], directions)
             )
     summary, split_rows = [], []
     for target, name in targets.items():

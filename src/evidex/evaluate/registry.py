@@ -40,7 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from evidex.errors import ConfigError
 from evidex.harness.ports import StorePort
@@ -113,6 +113,25 @@ class Evaluator(Protocol):
     def figures(
         self, items: Sequence[Mapping[str, Any]], report: Mapping[str, Any]
     ) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class RunsTogether(Protocol):
+    """An evaluator that may predict several groups in one run (tier, under a cascade's
+    frontier rule, whose budget the queries of a run share)."""
+
+    def run_together(self, judge: Judge, settings: HarnessSettings | None) -> int:
+        """How many groups one :meth:`predict_together` call takes; 1: one at a time."""
+        ...
+
+    async def predict_together(
+        self,
+        groups: Sequence[Sequence[Any]],
+        judge: Judge,
+        store: StorePort,
+        options: EvalOptions,
+        settings: HarnessSettings | None,
+    ) -> list[list[dict[str, Any]]]: ...
 
 
 EVALUATORS: dict[str, Evaluator] = {}

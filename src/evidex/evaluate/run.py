@@ -29,7 +29,7 @@ from evidex.evaluate._util import jsonable, read_json_object
 from evidex.evaluate.calibration import check_calibration
 from evidex.evaluate.compare import check_report
 from evidex.evaluate.golden import read_jsonl
-from evidex.evaluate.registry import EvalOptions, Evaluator, get_evaluator
+from evidex.evaluate.registry import EvalOptions, Evaluator, RunsTogether, get_evaluator
 from evidex.harness.ports import StorePort
 from evidex.harness.runner import HarnessSettings
 from evidex.jobs import resolve_judge, resolve_store, sync_of
@@ -154,18 +154,18 @@ async def aevaluate(
         pending = [name for name in groups if name not in done]
         # an evaluator may predict several groups in one run (tier, under a cascade's
         # frontier rule: the queries of a run share its budget), kept when the run lands
-        together = getattr(evaluator, "run_together", None)
-        size = 1 if together is None else together(the_judge, settings)
+        together = evaluator if isinstance(evaluator, RunsTogether) else None
+        size = 1 if together is None else together.run_together(the_judge, settings)
         for first in range(0, len(pending), size):
             names = pending[first : first + size]
-            if size == 1:
+            if together is None or size == 1:
                 predicted = [
                     await evaluator.predict(
                         groups[names[0]], the_judge, the_store, options, settings
                     )
                 ]
             else:
-                predicted = await evaluator.predict_together(  # type: ignore[attr-defined]
+                predicted = await together.predict_together(
                     [groups[n] for n in names], the_judge, the_store, options, settings
                 )
             for name, rows in zip(names, predicted, strict=True):

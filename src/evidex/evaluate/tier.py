@@ -41,7 +41,7 @@ from evidex.evaluate.plots import (
 from evidex.evaluate.registry import EvalOptions
 from evidex.harness.ports import StorePort
 from evidex.harness.settings import HarnessSettings
-from evidex.jobs.tier import DEFAULT_BATCH, TierResult, atier, atier_many
+from evidex.jobs.tier import DEFAULT_BATCH, atier_many
 from evidex.judging import Judge
 from evidex.tasks.tier import TIER_TEMPLATE
 from evidex.types import Passage, TierScheme
@@ -125,17 +125,10 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
     async def predict_group(
         self, records: Sequence[TierGolden], run: Prediction
     ) -> list[dict[str, Any]]:
-        first = records[0]
-        result = await atier(
-            first.query,
-            [Passage(passage_id=r.passage_id, text=r.text) for r in records],
-            judge=run.judge,
-            store=run.store,
-            tiers=_scheme(run.options),
-            batch_size=int(run.options.extra.get("batch_size", DEFAULT_BATCH)),
-            settings=run.settings,
+        (rows,) = await self.predict_together(
+            [records], run.judge, run.store, run.options, run.settings
         )
-        return _rows(first, result)
+        return rows
 
     def run_together(self, judge: Judge, settings: HarnessSettings | None) -> int:
         """How many queries :meth:`predict_together` takes at once: under a cascade's frontier
@@ -169,7 +162,20 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
             batch_size=int(options.extra.get("batch_size", DEFAULT_BATCH)),
             settings=settings,
         )
-        return [_rows(records[0], result) for records, result in zip(groups, results, strict=True)]
+        return [
+            [
+                {
+                    "query_id": records[0].query_id,
+                    "query": records[0].query,
+                    "passage_id": a.passage_id,
+                    "tier": a.tier,
+                    "justification": a.justification,
+                    **provenance(a),
+                }
+                for a in result.classifications
+            ]
+            for records, result in zip(groups, results, strict=True)
+        ]
 
     async def consistency(
         self, records: Sequence[TierGolden], judge: Judge, store: StorePort, options: EvalOptions
@@ -304,21 +310,6 @@ class TierEvaluator(GoldenEvaluator[TierGolden]):
                 f"{_fmt(c['agreement'])}.",
             ]
         return "\n".join(lines)
-
-
-def _rows(first: TierGolden, result: TierResult) -> list[dict[str, Any]]:
-    """A query's prediction rows."""
-    return [
-        {
-            "query_id": first.query_id,
-            "query": first.query,
-            "passage_id": a.passage_id,
-            "tier": a.tier,
-            "justification": a.justification,
-            **provenance(a),
-        }
-        for a in result.classifications
-    ]
 
 
 def _worst(
