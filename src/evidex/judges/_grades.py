@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from evidex._text import CUT_MARK
 from evidex.errors import ConfigError
 from evidex.types import TierScheme
 
@@ -41,7 +42,18 @@ def sentence_spans(text: str, *, max_words: int = 60) -> list[tuple[int, int]]:
     A sentence ends at ``.``/``!``/``?`` (and closing quotes) followed by space and a capital
     or digit, or at a line break. A run longer than ``max_words`` words (a list, a passage
     without punctuation) is cut into chunks of ``max_words`` words, so a snippet stays short.
+    In a text preflight cut, a sentence never runs into :data:`~evidex._text.CUT_MARK`: a
+    snippet holding the mark is verbatim in no piece of the passage, and would fail validation.
     """
+    out: list[tuple[int, int]] = []
+    at = 0
+    for piece in text.split(CUT_MARK):
+        out += [(at + s, at + e) for s, e in _piece_spans(piece, max_words)]
+        at += len(piece) + len(CUT_MARK)
+    return out
+
+
+def _piece_spans(text: str, max_words: int) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _BOUNDARY.finditer(text):
