@@ -64,12 +64,12 @@ def _python(code: str, *args: str) -> subprocess.Popen[str]:
 
 
 def _results(procs: list[subprocess.Popen[str]], timeout: float = 240) -> list[Any]:
-    out = []
-    for proc in procs:
-        stdout, stderr = proc.communicate(timeout=timeout)
+    # every process is read to its end before any assertion, so a failure leaves no open pipe
+    # behind to warn in a later test
+    outputs = [proc.communicate(timeout=timeout) for proc in procs]
+    for proc, (_, stderr) in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, stderr
-        out.append(json.loads(stdout))
-    return out
+    return [json.loads(stdout) for stdout, _ in outputs]
 
 
 # ---------------------------------------------------------------------------- resolve once

@@ -6,6 +6,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,23 @@ from evidex.store import SqlStore, default_url, open_store
 def test_migrations_are_numbered_and_idempotent(store: SqlStore) -> None:
     assert store.schema_version() == 6
     assert store.migrate() == []
+
+
+def test_a_fresh_file_opens_while_another_connection_holds_its_write_lock(tmp_path: Path) -> None:
+    # SQLite skips its busy handler when a rollback-journal file's write lock is taken, so
+    # switching to WAL failed at once: one of ten processes opening a fresh file lost the race
+    path = tmp_path / "fresh.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    releaser = threading.Timer(0.5, holder.execute, args=("COMMIT",))
+    releaser.start()
+    try:
+        store = open_store(f"sqlite:///{path}")
+        assert store.migrate() == [] and store.schema_version() > 0
+        store.close()
+    finally:
+        releaser.join()
+        holder.close()
 
 
 def test_audit_log_round_trip(store: SqlStore) -> None:

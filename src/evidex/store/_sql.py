@@ -5,7 +5,9 @@ from __future__ import annotations
 import atexit
 import logging
 import os
+import sqlite3
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -307,8 +309,30 @@ def _flush_open_stores() -> None:
             logging.getLogger("evidex.store").exception("audit rows lost at exit")
 
 
+BUSY_TIMEOUT_S = 10.0
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA busy_timeout=10000")  # first: switching to WAL may have to wait
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.close()
+    cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+    try:
+        _switch_to_wal(cursor)
+    finally:
+        cursor.close()
+
+
+def _switch_to_wal(cursor: Any) -> None:
+    """SQLite does not call its busy handler when another connection holds the write lock of a
+    file still in rollback-journal mode (waiting could deadlock), so the switch fails at once
+    when processes open a fresh file together; retry it for as long as the handler would wait."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() + pause > deadline:
+                raise
+            time.sleep(pause)
+            pause = min(pause * 2, 0.2)
