@@ -39,9 +39,14 @@ def test_each_suspicion_is_an_event_with_its_passage_field_and_span() -> None:
     for event in events:
         [pid] = event.passage_ids
         data = event.data
-        assert set(data) == {"suspicion", "field", "start", "end", "rule"}
+        assert set(data) == {
+            "suspicion", "field", "start", "end", "rule", "cut_start", "cut_end", "excerpt"
+        }  # fmt: skip
         value = getattr(by_id[pid], data["field"])
         assert 0 <= data["start"] < data["end"] <= len(value)
+        # the stretch cut for it holds the span, and the event carries its text for review
+        assert data["cut_start"] <= data["start"] < data["end"] <= data["cut_end"]
+        assert data["excerpt"] == value[data["cut_start"] : data["cut_end"]]
         seen.add((pid, data["suspicion"], data["field"], value[data["start"] : data["end"]]))
         assert pid in event.detail
     assert ("tags", "role_tokens", "text", "<|im_start|>") in seen

@@ -69,3 +69,36 @@ def test_clean_passages_are_not_touched(store: SqlStore) -> None:
     result = tier(QUERY, [CLEAN, *OTHER], judge=ScriptedJudge([tier_reply]), store=store)
     assert all(a.tier == "directly-supporting" and a.reason is None for a in result.classifications)
     assert not [e for e in result.events if e.kind == "suspected_injection"]
+
+
+NOTE = "Note to the grader"
+
+
+def _flags(item: dict[str, object], passage_id: str) -> list[dict[str, object]]:
+    passages = item["payload"]["passages"]  # type: ignore[index]
+    return next(p for p in passages if p["passage_id"] == passage_id).get("flagged", [])
+
+
+def test_a_review_item_shows_the_reviewer_what_the_screen_cut(store: SqlStore) -> None:
+    # the judge read the passage with the flagged stretch cut; the reviewer needs the stretch
+    result = tier(
+        QUERY, [CLEAN, ATTACK, *OTHER], judge=ScriptedJudge([tier_reply]), store=store,
+        risk="medium",
+    )  # fmt: skip
+    item = store.get_review(result.review_item_ids[0])
+    [stretch] = _flags(item, "attack")  # three suspicions, one cut: the note's sentence
+    assert stretch["field"] == "text"
+    assert stretch["excerpt"] == ATTACK.text[stretch["start"] : stretch["end"]]  # type: ignore[misc]
+    assert str(stretch["excerpt"]).startswith(NOTE) and str(stretch["excerpt"]).endswith(".")
+    assert {(f["suspicion"], f["rule"]) for f in stretch["found"]} >= {  # type: ignore[attr-defined]
+        ("addresses_grader", "note_to_grader")
+    }
+
+
+def test_a_fallback_item_names_the_flagged_passages_of_its_batch(store: SqlStore) -> None:
+    result = tier(
+        QUERY, [CLEAN, ATTACK, *OTHER], judge=ScriptedJudge(["not json"] * 3), store=store
+    )
+    item = store.get_review(result.review_item_ids[0])
+    assert NOTE in str(_flags(item, "attack")[0]["excerpt"])
+    assert _flags(item, "clean") == []

@@ -20,7 +20,7 @@ import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from evidex._screening_gate import Gate
 from evidex._screening_rules import ADDRESS_RULES, HIDDEN, REPLY_RULES, ROLE_RULES
@@ -30,6 +30,7 @@ __all__ = [
     "Field",
     "Suspicion",
     "SuspicionKind",
+    "flagged_stretches",
     "query_terms",
     "screen",
     "suspected",
@@ -315,6 +316,35 @@ def screen(
     if query and query.strip():
         found += _stuffing(text, query)
     return _merged(found)
+
+
+def flagged_stretches(events: Iterable[object]) -> dict[str, list[dict[str, object]]]:
+    """Passage id -> the stretches preflight cut from it, each once with what the screen found
+    there (``field``, ``start``/``end`` in the field as given, ``excerpt``, ``found``: kind and
+    rule of each suspicion), from the run's ``suspected_injection`` events. The review items
+    carry them: the judge read the passage without them, and the reviewer reads them. Events
+    without a cut (past the per-input limit, or about the audit's answer) name no stretch."""
+    out: dict[str, dict[tuple[object, ...], dict[str, Any]]] = {}
+    for event in events:
+        data = getattr(event, "data", None)
+        if getattr(event, "kind", None) != SUSPECTED_INJECTION or not isinstance(data, dict):
+            continue
+        if "cut_start" not in data:
+            continue
+        where = (data.get("field"), data["cut_start"], data.get("cut_end"))
+        for passage_id in getattr(event, "passage_ids", ()) or ():
+            stretch = out.setdefault(passage_id, {}).setdefault(
+                where,
+                {
+                    "field": data.get("field"),
+                    "start": data["cut_start"],
+                    "end": data.get("cut_end"),
+                    "excerpt": data.get("excerpt", ""),
+                    "found": [],
+                },
+            )
+            stretch["found"].append({"suspicion": data.get("suspicion"), "rule": data.get("rule")})
+    return {pid: list(stretches.values()) for pid, stretches in out.items()}
 
 
 def suspected(events: Iterable[object]) -> set[str]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from evidex._neutralise import shown
+from evidex._neutralise import cuts, shown
 from evidex._screening import SUSPECTED_INJECTION, Suspicion, screen, suspected
 from evidex._text import normalize_ws
 from evidex.errors import InputError
@@ -284,6 +284,10 @@ def prepare_passages(
     return Prepared(passages=kept, duplicates=duplicates, events=events)
 
 
+MAX_EXCERPT_CHARS = 600
+"""How much of the stretch a suspicion cuts its event keeps, for the reviewer (a stuffed run
+can be long)."""
+
 MAX_SUSPICION_EVENTS = 20
 """Suspicions noted one by one per input; the rest are one event naming their passages, so a
 body of a thousand stuffed passages writes a bounded number of audit-log rows."""
@@ -340,8 +344,15 @@ def _suspicion_event(passage: Passage, found: Suspicion) -> Event:
         f"({found.kind.replace('_', ' ')}, characters {found.start}-{found.end}: {excerpt!r}); "
         "it is data, never an instruction, and is cut from what the judge reads",
         passage_ids=[passage.passage_id],
-        data=found.as_data(),
+        data={**found.as_data(), **_cut_of(value, found)},
     )
+
+
+def _cut_of(value: str, found: Suspicion) -> dict[str, object]:
+    """The stretch the suspicion cuts from what the judge reads (its sentence, or the stuffed
+    run), which the reviewer is shown: its offsets in the field and its text."""
+    start, end = cuts(value, [found])[0]
+    return {"cut_start": start, "cut_end": end, "excerpt": value[start:end][:MAX_EXCERPT_CHARS]}
 
 
 def neutralised(passage: Passage, found: Sequence[Suspicion]) -> Passage:

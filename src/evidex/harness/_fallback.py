@@ -78,6 +78,7 @@ async def fall_back(
                 },
                 batch_passages(batch),
                 info.passage_ids,
+                ctx.flagged,
             ),
         ),
     )

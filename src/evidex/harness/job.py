@@ -20,13 +20,14 @@ its own concurrency loop.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
+from evidex._screening import flagged_stretches
 from evidex.harness.fanout import bounded_map, chunked_map
 from evidex.harness.frontier_pool import FrontierPool, run_pooled
 from evidex.harness.outcome import Outcome, RunContext
@@ -205,7 +206,7 @@ class JobRun:
             run_id=self.ctx.run_id,
             risk=self.ctx.risk,
             passage_ids=list(passage_ids),
-            payload=with_passages(_stored(payload), passages, passage_ids),
+            payload=with_passages(_stored(payload), passages, passage_ids, self.ctx.flagged),
         )
 
     def amend_fallback_review(self, payload: BaseModel | dict[str, Any]) -> None:
@@ -391,19 +392,31 @@ def _stored(payload: BaseModel | dict[str, Any]) -> dict[str, Any]:
 
 
 def with_passages(
-    payload: dict[str, Any], passages: Sequence[Passage], passage_ids: Sequence[str] = ()
+    payload: dict[str, Any],
+    passages: Sequence[Passage],
+    passage_ids: Sequence[str] = (),
+    flagged: Mapping[str, Sequence[Mapping[str, object]]] | None = None,
 ) -> dict[str, Any]:
     """``payload`` with the review item's passages in full under ``"passages"`` (id, text,
     title, url), so a reviewer reads what the judge read; those of ``passage_ids`` only, when
-    given. A payload that already has them is returned as it is."""
+    given. ``flagged``: what the screen cut from each passage (``"flagged"`` on the passages
+    it names), so the reviewer also reads what the judge was not shown. A payload that already
+    has them is returned as it is."""
     if "passages" in payload or not passages:
         return payload
     wanted = set(passage_ids)
     shown = [p for p in passages if not wanted or p.passage_id in wanted]
+    flagged = flagged or {}
     return {
         **payload,
         "passages": [
-            {"passage_id": p.passage_id, "text": p.text, "title": p.title, "url": p.url}
+            {
+                "passage_id": p.passage_id,
+                "text": p.text,
+                "title": p.title,
+                "url": p.url,
+                **({"flagged": list(flagged[p.passage_id])} if p.passage_id in flagged else {}),
+            }
             for p in shown
         ],
     }
@@ -433,6 +446,7 @@ async def run_planned(
         risk=plan.risk,
         review_fallback=plan.review_fallback,
         frontier_pool=pool,
+        flagged=flagged_stretches(plan.events),
     )
     run = JobRun(harness, ctx, on_progress)
     with job_span(run, plan):

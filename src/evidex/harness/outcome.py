@@ -39,6 +39,9 @@ class RunContext:
     that falls back adds its attempts to it, so one input is one item per reason."""
     review_lock: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False, compare=False)
     """Held while the fallback item is opened or rewritten (in a worker thread)."""
+    flagged: dict[str, list[dict[str, object]]] = field(default_factory=dict, repr=False)
+    """What preflight's screen flagged in each passage (see
+    :func:`evidex._screening.flagged_stretches`): every review item of the run shows it."""
     frontier_pool: tuple[FrontierPool, int] | None = field(default=None, repr=False, compare=False)
     """The frontier pool this input shares with the others of its run, and its key there
     (None: a cascade's frontier rule routes this input alone)."""

@@ -27,6 +27,8 @@ from evidex.types import DEFAULT_TIERS, Passage, TierScheme
 __all__ = [
     "VERDICTS",
     "ExportContext",
+    "Finding",
+    "FlaggedStretch",
     "FormFields",
     "FormVerdict",
     "JudgedPassage",
@@ -59,13 +61,33 @@ class JudgedPassage(_Lenient):
     justification: str | None = None
 
 
+class Finding(_Lenient):
+    """What the injection screen took a stretch for: its kind and the rule that matched."""
+
+    suspicion: str = ""
+    rule: str = ""
+
+
+class FlaggedStretch(_Lenient):
+    """A stretch of a passage that preflight cut from what the judge read, as text aimed at the
+    grader: the reviewer reads it (``start``/``end`` index the field as given)."""
+
+    field: str = "text"
+    start: int | None = None
+    end: int | None = None
+    excerpt: str = ""
+    found: list[Finding] = Field(default_factory=list)
+
+
 class ReviewPassage(_Lenient):
-    """A passage as the judge read it, stored in full so the reviewer reads the same text."""
+    """A passage as the judge read it, stored in full so the reviewer reads the same text, with
+    what the screen cut from it (``flagged``)."""
 
     passage_id: str
     text: str = ""
     title: str | None = None
     url: str | None = None
+    flagged: list[FlaggedStretch] = Field(default_factory=list)
 
     @field_validator("passage_id", mode="before")
     @classmethod

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from evidex._text import CUT_MARK
 from evidex.jobs import ReviewPayload, review_kind
+from evidex.jobs._review import FlaggedStretch
 from evidex.review_policy import reason_kind
 
 __all__ = [
@@ -121,7 +124,8 @@ def filter_queue(
 @dataclass(frozen=True)
 class Marked:
     """A piece of a passage: ``kind`` is None for plain text, else ``support`` or
-    ``counter`` (a quote the judge gave for or against)."""
+    ``counter`` (a quote the judge gave for or against), ``flagged`` (text the screen found
+    aimed at the grader) or ``cut`` (where preflight cut such text from what the judge read)."""
 
     text: str
     kind: str | None = None
@@ -129,13 +133,18 @@ class Marked:
 
 
 def highlight(
-    text: str, quotes: Iterable[tuple[str, str]]
+    text: str, quotes: Iterable[tuple[str, str]], marks: Iterable[tuple[int, int, str]] = ()
 ) -> tuple[list[Marked], list[tuple[int, int]], list[str]]:
     """``text`` cut into pieces at the quotes found in it verbatim (else ignoring case), the
     found spans as ``(start, end)`` offsets, and the quotes that are not in the text (shown
     apart: a quote that is not in its passage is something a reviewer should see).
-    ``quotes``: ``(quote, kind)`` pairs; overlapping spans merge, the earlier kind wins."""
-    spans: list[tuple[int, int, str]] = []
+    ``quotes``: ``(quote, kind)`` pairs; ``marks``: ``(start, end, kind)`` spans known by
+    offset; overlapping spans merge, the earlier kind wins. Every place preflight cut text
+    from what the judge read is marked too (kind ``cut``)."""
+    spans: list[tuple[int, int, str]] = [
+        *marks,
+        *((m.start(), m.end(), "cut") for m in re.finditer(re.escape(CUT_MARK), text)),
+    ]
     missing: list[str] = []
     lowered = text.lower()
     for quote, kind in quotes:
@@ -183,7 +192,8 @@ def item_view(item: Mapping[str, Any]) -> dict[str, Any]:
         passage = texts.get(pid)
         text = passage.text if passage is not None else ""
         own = quotes.get(pid, [])
-        pieces, spans, missing = highlight(text, [*own, *anywhere])
+        flagged = passage.flagged if passage is not None else []
+        pieces, spans, missing = highlight(text, [*own, *anywhere], _in_place(text, flagged))
         passages.append(
             {
                 "index": index,
@@ -196,6 +206,7 @@ def item_view(item: Mapping[str, Any]) -> dict[str, Any]:
                 # a quote for any passage is not "missing" from each one it is not in
                 "missing": [m for m in missing if any(m == q.strip() for q, _ in own)],
                 "grade": grades.get(pid),
+                "flagged": flagged,
             }
         )
     steps = [
@@ -210,6 +221,20 @@ def item_view(item: Mapping[str, Any]) -> dict[str, Any]:
         "passage_ids": [p["passage_id"] for p in passages],
         "steps": steps,
     }
+
+
+def _in_place(text: str, flagged: Sequence[FlaggedStretch]) -> list[tuple[int, int, str]]:
+    """The flagged stretches of a passage's text, as marks, where the item holds the text as
+    given (a routed item; a fallback item holds what the judge read, with the cut marks)."""
+    return [
+        (f.start, f.end, "flagged")
+        for f in flagged
+        if f.field == "text"
+        and f.start is not None
+        and f.end is not None
+        and f.excerpt
+        and text[f.start : f.start + len(f.excerpt)] == f.excerpt
+    ]
 
 
 def _json(value: Any) -> str | None:
