@@ -76,6 +76,12 @@ quote verbatim in one piece is verbatim in the original text, and one that runs 
 is in neither."""
 
 
+def cut_whole(text: str) -> bool:
+    """Whether nothing but cut marks (and blanks) is left of ``text``: preflight cut all of
+    it, so there is nothing to grade and nothing to quote."""
+    return not text.replace(CUT_MARK, "").strip()
+
+
 def contains_verbatim(haystack: str, needle: str) -> bool:
     """True when ``needle`` occurs in ``haystack``, forgiving layout (see :func:`_match_form`).
     In a text preflight cut (it holds :data:`CUT_MARK`), within one of its pieces only."""

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evidex._text import CUT_MARK
+from evidex._text import CUT_MARK, cut_whole
 from evidex.errors import ConfigError
 from evidex.types import TierScheme
 
@@ -137,6 +137,21 @@ Explain = Callable[[int, str, str], str]
 note is ``" (cut points re-spread)"`` or empty, the verdict names the cut point that decided."""
 
 
+NOTHING_LEFT = (
+    "nothing left to grade: preflight cut all of this passage's text as aimed at the grader"
+)
+
+
+def _nothing_left(passage_id: str, bottom: str) -> dict[str, Any]:
+    """The grade of a passage preflight cut whole: the last tier, with no snippet to quote."""
+    return {
+        "passage_id": passage_id,
+        "tier": bottom,
+        "justification": NOTHING_LEFT,
+        "key_evidence_snippet": None,
+    }
+
+
 def tier_reply(
     cut_points: Sequence[float],
     ids: Sequence[str],
@@ -154,6 +169,9 @@ def tier_reply(
     spread = "" if len(cuts) == len(cut_points) else " (cut points re-spread)"
     items = []
     for i, (pid, score, snippet) in enumerate(zip(ids, scores, snippets, strict=True)):
+        if cut_whole(snippet):  # no sentence was left to match: the snippet is the whole text
+            items.append(_nothing_left(pid, tiers[-1]))
+            continue
         level = next((k for k, c in enumerate(cuts) if score >= c), len(cuts))
         if level < len(cuts):
             verdict = f"≥ {cuts[level]:.2f} cut point for {tiers[level]}"
