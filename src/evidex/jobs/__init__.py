@@ -32,7 +32,7 @@ from evidex.jobs._definition import (
 )
 from evidex.jobs._demo import DemoCase, DemoInputs, DemoPart
 from evidex.jobs._documents import Keep, Kept
-from evidex.jobs._review import ExportContext, ReviewKind, ReviewPayload
+from evidex.jobs._review import ExportContext, FlaggedStretch, ReviewKind, ReviewPayload
 from evidex.jobs.registry import definition, definitions, job_names, review_kind
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "Evaluation",
     "ExportContext",
     "Flag",
+    "FlaggedStretch",
     "JobDefinition",
     "JobOptions",
     "Keep",

@@ -17,8 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from evidex._text import CUT_MARK
-from evidex.jobs import ReviewPayload, review_kind
-from evidex.jobs._review import FlaggedStretch
+from evidex.jobs import FlaggedStretch, ReviewPayload, review_kind
 from evidex.review_policy import reason_kind
 
 __all__ = [
