@@ -12,7 +12,7 @@ from typing import Any
 import evidex
 from evidex import HarnessSettings, Passage
 from evidex.evaluate import evaluate
-from evidex.evaluate.cascade_frontier import RecordedPairs, _labels
+from evidex.evaluate.cascade_frontier import RecordedPairs, frontier_labels
 from evidex.frontier import FrontierRule
 from evidex.harness.frontier_pool import FrontierPool
 from evidex.judges.cascade import CascadeJudge
@@ -200,7 +200,7 @@ def test_ties_go_to_the_earlier_input_as_in_the_recorded_figures(store: SqlStore
         gold=[0] * 20,
         n_labels=4,
     )
-    _, _, flags = _labels(recorded, {"q1", "q2"}, budget=0.5, start=0.2, step=0.1)
+    _, _, flags = frontier_labels(recorded, {"q1", "q2"}, budget=0.5, start=0.2, step=0.1)
     assert (sum(flags[:10]), sum(flags[10:])) == (8, 2)
 
 

@@ -28,6 +28,7 @@ __all__ = [
     "FitTarget",
     "RecordedPairs",
     "fit_frontier",
+    "frontier_labels",
     "frontier_out_of_set",
     "frontier_sent",
     "query_split",
@@ -122,7 +123,7 @@ class RecordedPairs:
         )
 
 
-def _labels(
+def frontier_labels(
     pairs: RecordedPairs,
     chosen: set[str],
     budget: float,
@@ -179,7 +180,7 @@ def fit_frontier(
     for start, step in grid:
         if start > budget:
             continue
-        items, labels, flags = _labels(pairs, set(pairs.groups), budget, start, step)
+        items, labels, flags = frontier_labels(pairs, set(pairs.groups), budget, start, step)
         fitted = m.cohen_kappa(
             [names[against[i]] for i in items], [names[x] for x in labels], names
         )
@@ -224,7 +225,9 @@ def frontier_out_of_set(
     for fit_on, report_on in (halves, halves[::-1]):
         fitted = fit_frontier(pairs.subset(fit_on), budget=budget, target=target)
         for single in (False, True) if per_query else (False,):
-            found = _labels(pairs, report_on, budget, fitted["start"], fitted["step"], single)
+            found = frontier_labels(
+                pairs, report_on, budget, fitted["start"], fitted["step"], single
+            )
             rows = [(pairs.groups[i], lab, i, f) for i, lab, f in zip(*found, strict=True)]
             rows_of[single] += rows
             (alone if single else folds).append(
