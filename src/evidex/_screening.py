@@ -114,6 +114,45 @@ def query_terms(query: str) -> list[str]:
     return [_key(w) for w in _WORD.findall(query) if w.casefold() not in _STOP]
 
 
+_BREAK = re.compile(r"[.!?\n]")
+
+
+def _stuffed_span(
+    text: str, spans: Sequence[tuple[int, int, str]], first: int, last: int, query: str
+) -> tuple[int, int]:
+    """The characters to cut for a stuffed stretch whose query words run from word ``first``
+    to word ``last``: its edges moved in past a lone query word that real text stands between
+    (a greedy echo may begin in the passage's own sentence), then out over the query's words
+    that touch it within the sentence (an echo needs most of the query's terms, not all, so a
+    copy's head or tail is left beside it). Left there, "... phoenix az" beside the cut is a
+    copy of the query that an encoder picks and a model reads as the answer."""
+    wanted = set(query_terms(query))
+    asked = {w.casefold() for w in _WORD.findall(query)} | wanted
+
+    def word(k: int) -> str:
+        return text[spans[k][0] : spans[k][1]].casefold()
+
+    def content(k: int) -> bool:
+        return spans[k][2] not in wanted and word(k) not in _STOP
+
+    def joined(a: int, b: int) -> bool:
+        return not _BREAK.search(text, spans[a][1], spans[b][0])
+
+    inside = [k for k in range(first, last + 1) if spans[k][2] in wanted] or [first, last]
+    while len(inside) > 1 and any(content(k) for k in range(inside[0] + 1, inside[1])):
+        inside.pop(0)
+    while len(inside) > 1 and any(content(k) for k in range(inside[-2] + 1, inside[-1])):
+        inside.pop()
+    i, j = inside[0], inside[-1]
+    while i > 0 and (word(i - 1) in asked or spans[i - 1][2] in wanted) and joined(i - 1, i):
+        i -= 1
+    while j + 1 < len(spans) and (word(j + 1) in asked or spans[j + 1][2] in wanted):
+        if not joined(j, j + 1):
+            break
+        j += 1
+    return spans[i][0], spans[j][1]
+
+
 def _stuffing(text: str, query: str) -> list[Suspicion]:
     terms = query_terms(query)
     wanted = set(terms)
@@ -122,6 +161,10 @@ def _stuffing(text: str, query: str) -> list[Suspicion]:
     spans = [(m.start(), m.end(), _key(m.group())) for m in _WORD.finditer(text)]
     hits = [i for i, (_, _, k) in enumerate(spans) if k in wanted]
     found: list[Suspicion] = []
+
+    def suspicion(first: int, last: int, rule: str) -> Suspicion:
+        start, end = _stuffed_span(text, spans, first, last, query)
+        return Suspicion("query_stuffing", "text", start, end, rule)
 
     # echoes: most of the query's distinct terms inside a stretch about the query's length
     need = 1 if len(wanted) == 1 else max(2, math.ceil(0.75 * len(wanted)))
@@ -157,15 +200,7 @@ def _stuffing(text: str, query: str) -> list[Suspicion]:
             runs.append([echo])
     for run in runs:
         if len(run) >= STUFF_ECHOES:
-            found.append(
-                Suspicion(
-                    "query_stuffing",
-                    "text",
-                    spans[run[0][0]][0],
-                    spans[run[-1][1]][1],
-                    "query_terms_repeated",
-                )
-            )
+            found.append(suspicion(run[0][0], run[-1][1], "query_terms_repeated"))
 
     # the whole query, word for word, more than once: relevant passages repeat its key phrase,
     # not the question as the user typed it
@@ -179,15 +214,7 @@ def _stuffing(text: str, query: str) -> list[Suspicion]:
             if not kept or i >= kept[-1] + size:
                 kept.append(i)
         if len(kept) >= (2 if size >= 3 else 3):
-            found.append(
-                Suspicion(
-                    "query_stuffing",
-                    "text",
-                    spans[kept[0]][0],
-                    spans[kept[-1] + size - 1][1],
-                    "query_copied",
-                )
-            )
+            found.append(suspicion(kept[0], kept[-1] + size - 1, "query_copied"))
 
     # density: a stretch made mostly of the query's words (a keyword list)
     if len(spans) >= STUFF_WINDOW // 2:
@@ -201,15 +228,7 @@ def _stuffing(text: str, query: str) -> list[Suspicion]:
             if window > best:
                 best, at = window, i - width + 1
         if best / width >= STUFF_DENSITY and not found:
-            found.append(
-                Suspicion(
-                    "query_stuffing",
-                    "text",
-                    spans[at][0],
-                    spans[at + width - 1][1],
-                    "keyword_density",
-                )
-            )
+            found.append(suspicion(at, at + width - 1, "keyword_density"))
     return found
 
 
