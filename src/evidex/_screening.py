@@ -118,37 +118,41 @@ _BREAK = re.compile(r"[.!?\n]")
 
 
 def _stuffed_span(
-    text: str, spans: Sequence[tuple[int, int, str]], first: int, last: int, query: str
+    text: str,
+    spans: Sequence[tuple[int, int, str]],
+    first: int,
+    last: int,
+    wanted: set[str],
+    asked: set[str],
+    content: Sequence[int],
 ) -> tuple[int, int]:
     """The characters to cut for a stuffed stretch whose query words run from word ``first``
     to word ``last``: its edges moved in past a lone query word that real text stands between
     (a greedy echo may begin in the passage's own sentence), then out over the query's words
     that touch it within the sentence (an echo needs most of the query's terms, not all, so a
     copy's head or tail is left beside it). Left there, "... phoenix az" beside the cut is a
-    copy of the query that an encoder picks and a model reads as the answer."""
-    wanted = set(query_terms(query))
-    asked = {w.casefold() for w in _WORD.findall(query)} | wanted
+    copy of the query that an encoder picks and a model reads as the answer. ``wanted``: the
+    query's term keys; ``asked``: those and the query's words; ``content``: the running count
+    of the other words, as :func:`_stuffing` keeps it."""
 
-    def word(k: int) -> str:
-        return text[spans[k][0] : spans[k][1]].casefold()
+    def real_text_between(a: int, b: int) -> bool:
+        return content[b] - content[a + 1] > 0
 
-    def content(k: int) -> bool:
-        return spans[k][2] not in wanted and word(k) not in _STOP
+    def of_the_query(k: int) -> bool:
+        return spans[k][2] in wanted or text[spans[k][0] : spans[k][1]].casefold() in asked
 
     def joined(a: int, b: int) -> bool:
         return not _BREAK.search(text, spans[a][1], spans[b][0])
 
     inside = [k for k in range(first, last + 1) if spans[k][2] in wanted] or [first, last]
-    while len(inside) > 1 and any(content(k) for k in range(inside[0] + 1, inside[1])):
+    while len(inside) > 1 and real_text_between(inside[0], inside[1]):
         inside.pop(0)
-    while len(inside) > 1 and any(content(k) for k in range(inside[-2] + 1, inside[-1])):
+    while len(inside) > 1 and real_text_between(inside[-2], inside[-1]):
         inside.pop()
     i, j = inside[0], inside[-1]
-    while i > 0 and (word(i - 1) in asked or spans[i - 1][2] in wanted) and joined(i - 1, i):
+    while i > 0 and of_the_query(i - 1) and joined(i - 1, i):
         i -= 1
-    while j + 1 < len(spans) and (word(j + 1) in asked or spans[j + 1][2] in wanted):
-        if not joined(j, j + 1):
-            break
+    while j + 1 < len(spans) and of_the_query(j + 1) and joined(j, j + 1):
         j += 1
     return spans[i][0], spans[j][1]
 
@@ -161,10 +165,6 @@ def _stuffing(text: str, query: str) -> list[Suspicion]:
     spans = [(m.start(), m.end(), _key(m.group())) for m in _WORD.finditer(text)]
     hits = [i for i, (_, _, k) in enumerate(spans) if k in wanted]
     found: list[Suspicion] = []
-
-    def suspicion(first: int, last: int, rule: str) -> Suspicion:
-        start, end = _stuffed_span(text, spans, first, last, query)
-        return Suspicion("query_stuffing", "text", start, end, rule)
 
     # echoes: most of the query's distinct terms inside a stretch about the query's length
     need = 1 if len(wanted) == 1 else max(2, math.ceil(0.75 * len(wanted)))
@@ -192,6 +192,12 @@ def _stuffing(text: str, query: str) -> list[Suspicion]:
     for i, (a, b, k) in enumerate(spans):
         filler = k in wanted or text[a:b].casefold() in _STOP
         content[i + 1] = content[i] + (0 if filler else 1)
+    asked = {w.casefold() for w in _WORD.findall(query)}
+
+    def suspicion(first: int, last: int, rule: str) -> Suspicion:
+        start, end = _stuffed_span(text, spans, first, last, wanted, asked, content)
+        return Suspicion("query_stuffing", "text", start, end, rule)
+
     runs: list[list[tuple[int, int]]] = []
     for echo in echoes:
         if runs and content[echo[0]] - content[runs[-1][-1][1] + 1] <= STUFF_ADJACENT_GAP:
