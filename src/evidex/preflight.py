@@ -35,6 +35,7 @@ __all__ = [
     "Prepared",
     "Suspicion",
     "coerce_passages",
+    "fit_passages",
     "neutralised",
     "passage_fields",
     "passage_of",
@@ -282,6 +283,20 @@ def prepare_passages(
     if max_passage_tokens is not None:
         kept = [_fit(p, count_tokens, max_passage_tokens, events) for p in kept]
     return Prepared(passages=kept, duplicates=duplicates, events=events)
+
+
+def fit_passages(
+    passages: Sequence[Passage], *, count_tokens: Callable[[str], int], max_passage_tokens: int
+) -> Prepared:
+    """Passages :func:`prepare_passages` already returned, each cut to ``max_passage_tokens``:
+    the second step of a job whose per-passage room depends on what the first step kept.
+
+    Only the cut: checking, merging and screening ran once, on the passages as given. Run again
+    on what the judge reads, they would merge passages cut whole (each now only the cut mark)
+    as duplicates and lose one, and screen the mark itself."""
+    events: list[Event] = []
+    fitted = [_fit(p, count_tokens, max_passage_tokens, events) for p in passages]
+    return Prepared(passages=fitted, events=events)
 
 
 MAX_EXCERPT_CHARS = 600

@@ -58,7 +58,7 @@ from evidex.jobs._common import RunOptions, prompt_template, sync_of
 from evidex.jobs._definition import Evaluation, JobDefinition, SpecContext
 from evidex.jobs._suspects import Suspects
 from evidex.judging import Judge
-from evidex.preflight import coerce_passages, passage_of, prepare_passages
+from evidex.preflight import coerce_passages, fit_passages, passage_of, prepare_passages
 from evidex.tasks.audit import (
     CLASSIFY_TEMPLATE,
     ONE_PASS_TEMPLATE,
@@ -234,7 +234,7 @@ class AuditSpec:
         )
         events += fit.events
         if fit.passage_limit is not None:
-            cut = prepare_passages(
+            cut = fit_passages(
                 passages, count_tokens=judge.count_tokens, max_passage_tokens=fit.passage_limit
             )
             passages = cut.passages

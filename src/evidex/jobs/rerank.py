@@ -32,7 +32,14 @@ from evidex.jobs._rerank_run import StrategyRun, assemble, flag, template_of
 from evidex.jobs._suspects import Suspects
 from evidex.judges.scoring import Scorer, ScoringJudge
 from evidex.judging import Judge
-from evidex.preflight import Prepared, coerce_passages, passage_of, prepare_passages, require_text
+from evidex.preflight import (
+    Prepared,
+    coerce_passages,
+    fit_passages,
+    passage_of,
+    prepare_passages,
+    require_text,
+)
 from evidex.tasks.base import PromptTemplate
 from evidex.tasks.rerank import RankedPassage
 from evidex.types import Event, Passage, PassageLike, RiskLevel, Source
@@ -285,7 +292,7 @@ class RerankSpec(MergedIsResult):
         if tail:
             events.append(_cut_event(len(deduped.passages), self.top_n, tail))
         template = self.prompt
-        fitted = prepare_passages(
+        fitted = fit_passages(
             head,
             count_tokens=judge.count_tokens,
             max_passage_tokens=passage_limit(
