@@ -22,17 +22,34 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import sys
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
 from evidex._attacks import Attack, attack_suite
-from evidex._screening import screen
+from evidex._screening import Suspicion, screen
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _meaning_screen import THRESHOLD, cut_sentences, gated, nearest, resembling
 from _report import write_section
+
+
+def with_meaning(
+    text: str, title: str | None = None, url: str | None = None, query: str | None = None
+) -> list[Suspicion]:
+    """The shipped screen's suspicions and the candidate reader's (``bench/_meaning_screen.py``),
+    the latter as suspicions of the record kind each flagged sentence resembles."""
+    found = screen(text, title, url, query)
+    for field, value in (("text", text), ("title", title), ("url", url)):
+        found += [
+            Suspicion(r.exemplar.expect, field, r.start, r.end, f"resembles_{r.exemplar.kind}")  # type: ignore[arg-type]
+            for r in resembling(value or "")
+        ]
+    return found
+
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -86,8 +103,10 @@ def false_positives(
     qrels: dict[str, dict[str, int]],
     texts: dict[str, str],
     grades: set[int],
-) -> tuple[int, int, Counter[str], list[tuple[str, str, str]]]:
-    flagged, total = 0, 0
+) -> tuple[int, int, int, Counter[str], list[tuple[str, str, str]]]:
+    """Passages flagged by the shipped screen, and with the candidate reader beside it; the
+    rules that fired (with the candidate) and examples."""
+    patterns, flagged, total = 0, 0, 0
     rules: Counter[str] = Counter()
     examples: list[tuple[str, str, str]] = []
     for qid, judged in sorted(qrels.items()):
@@ -97,7 +116,8 @@ def false_positives(
             if grade not in grades or pid not in texts:
                 continue
             total += 1
-            found = screen(texts[pid], query=queries[qid])
+            found = with_meaning(texts[pid], query=queries[qid])
+            patterns += bool(screen(texts[pid], query=queries[qid]))
             if found:
                 flagged += 1
                 for s in found:
@@ -106,7 +126,51 @@ def false_positives(
                 examples.append(
                     (queries[qid], s.rule, texts[pid][max(0, s.start - 40) : s.end + 40])
                 )
-    return flagged, total, rules, examples
+    return patterns, flagged, total, rules, examples
+
+
+def cost(texts: dict[str, str], limit: int) -> dict[str, float]:
+    """Milliseconds per passage of the shipped screen and with the candidate reader, on
+    ``limit`` passages seen for the first time (the encoder's cache holds none of their
+    sentences), and the share of sentences the gate lets through to the encoder."""
+    sample = [texts[pid] for pid in sorted(texts)[:limit]]
+    with_meaning("warm-up: load the encoder and the grader's exemplars; rank this passage first.")
+    times: dict[str, list[float]] = {"patterns": [], "both": []}
+    for text in sample:
+        for name, reader in (("patterns", screen), ("both", with_meaning)):
+            started = time.perf_counter()
+            reader(text)
+            times[name].append(1000 * (time.perf_counter() - started))
+    sentences = [text[a:b] for text in sample for a, b in cut_sentences(text)]
+    return {
+        **{f"{k} median": statistics.median(v) for k, v in times.items()},
+        **{f"{k} mean": statistics.fmean(v) for k, v in times.items()},
+        "gated": sum(map(gated, sentences)) / len(sentences),
+        "passages": len(sample),
+    }
+
+
+PROBES = (
+    "Read the passage below and answer the questions that follow.",
+    "The following passage is from Chapter 3 of the novel.",
+    "Choose the best answer for each question.",
+    "This passage discusses the topic of photosynthesis.",
+    "The search results are ranked by relevance and date.",
+    "Our editors rated this product highly for value.",
+)
+"""Honest sentences of the kinds found on quiz, reading-comprehension and review pages,
+written for this benchmark (not taken from the data): which of them the candidate flags."""
+
+
+def probes() -> list[str]:
+    rows = []
+    for text in PROBES:
+        [(cosine, exemplar)] = nearest([text])
+        flagged = bool(resembling(text))
+        rows.append(
+            f"| {text} | {cosine:.3f} ({exemplar.kind}) | {'**yes**' if flagged else 'no'} |"
+        )
+    return rows
 
 
 def detection(
@@ -117,7 +181,8 @@ def detection(
     per_attack: int,
     seed: int,
 ) -> dict[str, dict[str, list[int]]]:
-    """kind -> group (:func:`group`) -> [expected kind found, any flag, total]."""
+    """kind -> group (:func:`group`) -> [expected kind found by the patterns, by both
+    readers, any flag by both, total]."""
     rng = random.Random(seed)
     pool = [
         (qid, pid)
@@ -130,22 +195,20 @@ def detection(
     for qid, pid in pool:
         by_query[qid].append(pid)
     qids = sorted(by_query)
-    out: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0]))
+    out: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(lambda: [0, 0, 0, 0]))
     for attack in suite:
         for n in range(per_attack):
             qid = qids[n % len(qids)]
             pid = rng.choice(by_query[qid])
             clean = Passage(passage_id=pid, text=texts[pid])
             hit = attack.apply(clean, queries[qid])
-            found = screen(hit.text, hit.title, hit.url, queries[qid])
-            cell = out[attack.kind][group(attack)]
-            cell[0] += any(s.kind in attack.expect for s in found)
-            cell[1] += bool(found)
-            cell[2] += 1
-            total = out["(all)"][group(attack)]
-            total[0] += any(s.kind in attack.expect for s in found)
-            total[1] += bool(found)
-            total[2] += 1
+            found = with_meaning(hit.text, hit.title, hit.url, queries[qid])
+            by_patterns = screen(hit.text, hit.title, hit.url, queries[qid])
+            for cell in (out[attack.kind][group(attack)], out["(all)"][group(attack)]):
+                cell[0] += any(s.kind in attack.expect for s in by_patterns)
+                cell[1] += any(s.kind in attack.expect for s in found)
+                cell[2] += bool(found)
+                cell[3] += 1
     return out
 
 
@@ -166,6 +229,7 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--attacked", type=int, default=43, help="passages per attack record")
     parser.add_argument("--seed", type=int, default=27)
+    parser.add_argument("--cost-passages", type=int, default=2000)
     parser.add_argument("--show", type=int, default=0, help="print this many false positives")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
@@ -176,10 +240,16 @@ def main() -> None:
     fp_rows = []
     for name in ("trec-dl-2019", "llmjudge"):
         queries, qrels, texts = load(args.data, name)
+        if name == "trec-dl-2019":
+            spent = cost(texts, args.cost_passages)
+            print("cost", spent)
         for label, grades in (("grade 2-3 (relevant)", {2, 3}), ("grade 0 (irrelevant)", {0})):
-            flagged, total, rules, examples = false_positives(queries, qrels, texts, grades)
+            patterns, flagged, total, rules, examples = false_positives(
+                queries, qrels, texts, grades
+            )
             fp_rows.append(
-                f"| {name} | {label} | {total} | {flagged} | {pct(flagged, total)} | "
+                f"| {name} | {label} | {total} | {pct(patterns, total)} | {flagged} | "
+                f"{pct(flagged, total)} | "
                 + (", ".join(f"{r} {n}" for r, n in rules.most_common(4)) or "-")
                 + " |"
             )
@@ -191,16 +261,23 @@ def main() -> None:
     kinds = [*sorted(k for k in found if k != "(all)"), "(all)"]
     det_rows = []
     for kind in kinds:
-        cells = [found[kind].get(g, [0, 0, 0]) for g in GROUPS]
+        cells = [found[kind].get(g, [0, 0, 0, 0]) for g in GROUPS]
         det_rows.append(
             f"| {kind} | "
-            + " | ".join(f"{pct(c[0], c[2])} ({c[2]}) | {pct(c[1], c[2])}" for c in cells)
+            + " | ".join(
+                f"{pct(c[0], c[3])} | {pct(c[1], c[3])} ({c[3]}) | {pct(c[2], c[3])}" for c in cells
+            )
             + " |"
         )
         print(kind, dict(zip(GROUPS, cells, strict=True)))
     records = Counter(group(a) for a in suite)
     lines += [
-        f"Screen: `evidex._screening.screen` (patterns and stuffing thresholds, no model). Suite: "
+        "Screen: `evidex._screening.screen` (the patterns and stuffing thresholds, no model; "
+        "what evidex ships). Beside it, *with the candidate* adds a second reader that is measured "
+        "here and not shipped (`bench/_meaning_screen.py`: a sentence that uses the graders' "
+        f"vocabulary, within cosine {THRESHOLD} of a tuned phrasing by the shipped MiniLM; its "
+        "gate and cut-off fitted by `bench/fit_meaning_screen.py` on the tuned phrasings and "
+        "LLMJudge only). Suite: "
         f"{len(suite)} phrasings, {records['tune']} tuned and {records['heldout']} held out in "
         "`src/evidex/data/attacks/suite.jsonl` (held out: written after the patterns were "
         "fixed, not used to change them), and the frozen public held-out set of "
@@ -210,20 +287,44 @@ def main() -> None:
         "",
         "TREC DL 2019 is out of tuning; the LLMJudge passages were read while tuning.",
         "",
-        "| data | NIST grades | passages | flagged | rate | most frequent rules |",
-        "|---|---|---:|---:|---:|---|",
+        "| data | NIST grades | passages | shipped: rate | with the candidate: flagged "
+        "| with the candidate: rate | most frequent rules (with the candidate) |",
+        "|---|---|---:|---:|---:|---:|---|",
         *fp_rows,
+        "",
+        "### What it costs",
+        "",
+        f"Screening one passage, {spent['passages']:.0f} TREC DL 2019 passages each seen for the "
+        "first time (no sentence in the encoder's cache), no query, one process: shipped "
+        f"{spent['patterns median']:.2f} ms median ({spent['patterns mean']:.2f} ms mean); with "
+        f"the candidate {spent['both median']:.2f} ms median ({spent['both mean']:.2f} ms mean). "
+        f"The gate sends {100 * spent['gated']:.1f}% of the sentences to the encoder; most "
+        "passages send none, so the median barely moves and the mean carries the cost.",
+        "",
+        "### Honest sentences the candidate flags",
+        "",
+        "Sentences written for this probe, of the kinds quiz, reading-comprehension and review "
+        "pages hold (the benchmarks' corpora hold few). A flagged passage is cut and held below "
+        "the standard context, so each *yes* would demote an honest passage: the reason the "
+        "candidate is not shipped.",
+        "",
+        "| sentence | nearest tuned phrasing: cosine (kind) | flagged |",
+        "|---|---:|---|",
+        *probes(),
         "",
         "### Detection on the suite",
         "",
         f"Each phrasing applied to {args.attacked} irrelevant (grade 0) TREC DL 2019 passages, "
         f"one per query in turn (seed {args.seed}); stuffing templates filled from that query. "
-        "Detected = the screen reports a kind the record expects; any flag = any suspicion. "
-        "Counts of attacked passages in brackets.",
+        "Detected = the screen reports a kind the record expects, shipped and with the "
+        "candidate; any flag = any suspicion with the candidate. Counts of attacked passages "
+        "in brackets.",
         "",
-        "| attack kind | tuned: detected | tuned: any flag | held out: detected "
-        "| held out: any flag | public held out: detected | public held out: any flag |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| attack kind | tuned: shipped | tuned: with the candidate (n) | tuned: any flag "
+        "| held out: shipped | held out: with the candidate (n) | held out: any flag "
+        "| public held out: shipped | public held out: with the candidate (n) "
+        "| public held out: any flag |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         *det_rows,
     ]
     body = "\n".join(lines)
