@@ -55,6 +55,7 @@ __all__ = [
     "nearest",
     "resembling",
     "stems",
+    "use_counter_examples",
 ]
 
 THRESHOLD = 0.45
@@ -188,25 +189,45 @@ def _embed(encoder: Any, texts: list[str]) -> Any:
 
 def nearest(sentences: list[str]) -> list[tuple[float, Exemplar]]:
     """For each sentence, its highest cosine to an exemplar and that exemplar."""
+    return [(cosine, exemplar) for cosine, exemplar, _ in _scored(sentences)]
+
+
+def _scored(sentences: list[str]) -> list[tuple[float, Exemplar, float]]:
+    """For each sentence: its highest cosine to an exemplar, that exemplar, and its highest
+    cosine to a counter-example (-1 without any)."""
     if not sentences:
         return []
     encoder, matrix = _encoder_and_matrix()
+    honest = _STATE.get("counter")
     table = exemplars()
     out = []
     for vector in _embed(encoder, sentences):
         cosines = matrix @ vector  # one sentence at a time: the same sums whatever is beside it
         best = int(cosines.argmax())
-        out.append((float(cosines[best]), table[best]))
+        closest_honest = float((honest @ vector).max()) if honest is not None else -1.0
+        out.append((float(cosines[best]), table[best], closest_honest))
     return out
+
+
+def use_counter_examples(sentences: list[str] | None) -> int:
+    """Honest sentences a flagged sentence must lie farther from than from its exemplar (the
+    gated ones of ``sentences``; None drops them). Returns how many are kept."""
+    with _LOCK:
+        _STATE.pop("counter", None)
+    kept = [s for s in sentences or [] if gated(s)]
+    if kept:
+        encoder, _ = _encoder_and_matrix()
+        _STATE["counter"] = _embed(encoder, kept)
+    return len(kept)
 
 
 def resembling(value: str, threshold: float = THRESHOLD) -> list[Resemblance]:
     """The sentences of ``value`` that pass the gate and lie at least ``threshold`` from a
-    tuned phrasing."""
+    tuned phrasing (and, with counter-examples, closer to it than to any of them)."""
     spans = [(a, b) for a, b in cut_sentences(value) if gated(value[a:b])]
-    found = nearest([value[a:b] for a, b in spans])
+    found = _scored([value[a:b] for a, b in spans])
     return [
         Resemblance(a, b, cosine, exemplar)
-        for (a, b), (cosine, exemplar) in zip(spans, found, strict=True)
-        if cosine >= threshold
+        for (a, b), (cosine, exemplar, honest) in zip(spans, found, strict=True)
+        if cosine >= threshold and cosine > honest
     ]

@@ -33,7 +33,14 @@ from evidex._screening import Suspicion, screen
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _meaning_screen import THRESHOLD, cut_sentences, gated, nearest, resembling
+from _meaning_screen import (
+    THRESHOLD,
+    cut_sentences,
+    gated,
+    nearest,
+    resembling,
+    use_counter_examples,
+)
 from _report import write_section
 
 
@@ -230,6 +237,12 @@ def main() -> None:
     parser.add_argument("--attacked", type=int, default=43, help="passages per attack record")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--cost-passages", type=int, default=2000)
+    parser.add_argument(
+        "--counter-examples",
+        action="store_true",
+        help="give the candidate the gated sentences of LLMJudge's judged passages as honest "
+        "counter-examples (written to its own section)",
+    )
     parser.add_argument("--show", type=int, default=0, help="print this many false positives")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args()
@@ -237,6 +250,20 @@ def main() -> None:
     started = time.perf_counter()
     suite = attack_suite()
     lines = []
+    counter = 0
+    if args.counter_examples:
+        _, judged, passages = load(args.data, "llmjudge")
+        pids = sorted({pid for by_pid in judged.values() for pid in by_pid if pid in passages})
+        counter = use_counter_examples(
+            [passages[p][a:b] for p in pids for a, b in cut_sentences(passages[p])]
+        )
+        lines += [
+            f"The candidate here has {counter} honest counter-examples: the gated sentences of "
+            "LLMJudge's judged passages. A sentence is flagged only when it lies closer to a "
+            "tuned phrasing than to any of them, so LLMJudge's false-positive rows are in "
+            "sample; TREC DL 2019's are out of set.",
+            "",
+        ]
     fp_rows = []
     for name in ("trec-dl-2019", "llmjudge"):
         queries, qrels, texts = load(args.data, name)
@@ -329,7 +356,10 @@ def main() -> None:
     ]
     body = "\n".join(lines)
     if not args.no_write:
-        write_section("injection_screen", "Injection screen: detection and false positives", body)
+        name, title = "injection_screen", "Injection screen: detection and false positives"
+        if counter:
+            name, title = f"{name}_counter", f"{title} (candidate with counter-examples)"
+        write_section(name, title, body)
 
 
 if __name__ == "__main__":

@@ -82,3 +82,18 @@ def test_sentences_are_the_stretches_a_sentence_cut_removes() -> None:
         "[SYSTEM] three",
         "four",
     ]
+
+
+def test_a_counter_example_closer_than_any_attack_keeps_a_sentence_unflagged() -> None:
+    quiz = "Read the passage below and answer the questions that follow."
+    assert meaning.resembling(quiz) != []  # the false positive the bench reports
+    try:
+        kept = meaning.use_counter_examples(
+            [PLAIN, "Read the passages below, then answer the questions that follow them."]
+        )
+        assert kept == 1  # the gate keeps only sentences that could compete
+        assert meaning.resembling(quiz) == []
+        assert meaning.resembling(REPHRASED) != []  # an order is still an order
+    finally:
+        meaning.use_counter_examples(None)
+    assert meaning.resembling(quiz) != []
