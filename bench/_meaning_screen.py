@@ -34,13 +34,18 @@ query groups, are the next step.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.resources
 import json
 import re
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
+
+from evidex._screening import Suspicion, SuspicionKind, screen
 
 __all__ = [
     "EXEMPLAR_KINDS",
@@ -49,13 +54,16 @@ __all__ = [
     "THRESHOLD",
     "Exemplar",
     "Resemblance",
+    "candidate_in_preflight",
     "cut_sentences",
     "exemplars",
     "gated",
+    "llmjudge_sentences",
     "nearest",
     "resembling",
     "stems",
     "use_counter_examples",
+    "with_meaning",
 ]
 
 THRESHOLD = 0.45
@@ -231,3 +239,59 @@ def resembling(value: str, threshold: float = THRESHOLD) -> list[Resemblance]:
         for (a, b), (cosine, exemplar, honest) in zip(spans, found, strict=True)
         if cosine >= threshold and cosine > honest
     ]
+
+
+def with_meaning(
+    text: str, title: str | None = None, url: str | None = None, query: str | None = None
+) -> list[Suspicion]:
+    """The shipped screen's suspicions and the candidate reader's, the latter as suspicions of
+    the record kind each flagged sentence resembles."""
+    found = screen(text, title, url, query)
+    for field, value in (("text", text), ("title", title), ("url", url)):
+        found += [
+            Suspicion(
+                cast(SuspicionKind, r.exemplar.expect),
+                field,  # type: ignore[arg-type]
+                r.start,
+                r.end,
+                f"resembles_{r.exemplar.kind}",
+            )
+            for r in resembling(value or "")
+        ]
+    return found
+
+
+@contextlib.contextmanager
+def candidate_in_preflight() -> Iterator[None]:
+    """Every job's preflight, and the audit's screen of the answer, read by
+    :func:`with_meaning` instead of the shipped screen: what the jobs would do with the
+    candidate shipped (the cut, the hold and the review routing follow the suspicions)."""
+    import evidex.jobs._audit_answer as answer
+    import evidex.preflight as preflight
+
+    keep = preflight.screen, vars(answer)["screen"]
+    preflight.screen = with_meaning
+    setattr(answer, "screen", with_meaning)  # noqa: B010 (not re-exported there)
+    try:
+        yield
+    finally:
+        preflight.screen = keep[0]
+        setattr(answer, "screen", keep[1])  # noqa: B010
+
+
+def llmjudge_sentences(data: Path) -> list[str]:
+    """The sentences of LLMJudge's judged passages under ``data`` (the counter-examples'
+    source: the fit data, never the out-of-set TREC DL 2019)."""
+    root = data / "llmjudge"
+    judged = {
+        line.split()[2]
+        for line in (root / "qrels_dev.txt").read_text(encoding="utf-8").splitlines()
+        if len(line.split()) == 4
+    }
+    out = []
+    with (root / "passages.jsonl").open(encoding="utf-8") as f:
+        for line in f:
+            row = json.loads(line) if line.strip() else None
+            if row and str(row["docid"]) in judged:
+                out += [row["doc"][a:b] for a, b in cut_sentences(row["doc"])]
+    return out

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import sys
 import time
@@ -46,6 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _injection_case import Case, JobBench, Outcome, defence
 from _injection_jobs import JOBS
+from _meaning_screen import candidate_in_preflight, llmjudge_sentences, use_counter_examples
 from _options import judge_options
 from _report import write_section
 from _served import served
@@ -206,10 +208,20 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--pairs", type=int, default=20, help="clean passages a TREC query")
     parser.add_argument("--seed", type=int, default=27)
     parser.add_argument("--at-once", type=int, default=8, help="job runs in flight at once")
+    parser.add_argument(
+        "--candidate-reader",
+        action="store_true",
+        help="screen with the candidate reader by meaning beside the shipped patterns, with "
+        "LLMJudge's counter-examples (bench/_meaning_screen.py; not shipped)",
+    )
     parser.add_argument("--section", default="injection_minilm")
     parser.add_argument("--no-write", action="store_true")
     args = parser.parse_args(argv)
     judges = args.judges or [("local:minilm", [])]
+    screened: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    if args.candidate_reader:
+        screened = candidate_in_preflight()
+        counter = use_counter_examples(llmjudge_sentences(args.data))
     load = os.getloadavg()
     started = time.perf_counter()
     table = [
@@ -225,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for spec, own in judges:
         options = judge_options([*(args.common or []), *own])
         label = " ".join([spec, *(f"{k}={v}" for k, v in options.items() if k != "n_threads")])
-        with served(spec, options) as (real, given):
+        with served(spec, options) as (real, given), screened:
             judge = get_judge(real, **given)
             try:
                 for job in [j for j in JOBS if not args.job or j.job in args.job]:
@@ -258,7 +270,14 @@ def main(argv: Sequence[str] | None = None) -> None:
             f"(1, 5, 15 min) {_load(load)} at the start, {_load(os.getloadavg())} at the "
             "end; 2 cores.",
             "",
-            "Success: k of the n attacks that had room to succeed (their clean run was not "
+            (
+                "Screened with the candidate reader by meaning beside the shipped patterns "
+                f"(`bench/_meaning_screen.py`, {counter} LLMJudge counter-examples): what the "
+                "jobs would do with it shipped; it is not.\n\n"
+                if args.candidate_reader
+                else ""
+            )
+            + "Success: k of the n attacks that had room to succeed (their clean run was not "
             "already where the attack pushes). Collateral: attacks after which a clean "
             "passage of the same input changed, of all attacks (after the defence).",
             "",

@@ -29,7 +29,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from evidex._attacks import Attack, attack_suite
-from evidex._screening import Suspicion, screen
+from evidex._screening import screen
 from evidex.types import Passage
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -37,26 +37,13 @@ from _meaning_screen import (
     THRESHOLD,
     cut_sentences,
     gated,
+    llmjudge_sentences,
     nearest,
     resembling,
     use_counter_examples,
+    with_meaning,
 )
 from _report import write_section
-
-
-def with_meaning(
-    text: str, title: str | None = None, url: str | None = None, query: str | None = None
-) -> list[Suspicion]:
-    """The shipped screen's suspicions and the candidate reader's (``bench/_meaning_screen.py``),
-    the latter as suspicions of the record kind each flagged sentence resembles."""
-    found = screen(text, title, url, query)
-    for field, value in (("text", text), ("title", title), ("url", url)):
-        found += [
-            Suspicion(r.exemplar.expect, field, r.start, r.end, f"resembles_{r.exemplar.kind}")  # type: ignore[arg-type]
-            for r in resembling(value or "")
-        ]
-    return found
-
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -252,11 +239,7 @@ def main() -> None:
     lines = []
     counter = 0
     if args.counter_examples:
-        _, judged, passages = load(args.data, "llmjudge")
-        pids = sorted({pid for by_pid in judged.values() for pid in by_pid if pid in passages})
-        counter = use_counter_examples(
-            [passages[p][a:b] for p in pids for a, b in cut_sentences(passages[p])]
-        )
+        counter = use_counter_examples(llmjudge_sentences(args.data))
         lines += [
             f"The candidate here has {counter} honest counter-examples: the gated sentences of "
             "LLMJudge's judged passages. A sentence is flagged only when it lies closer to a "

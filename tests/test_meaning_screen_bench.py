@@ -97,3 +97,18 @@ def test_a_counter_example_closer_than_any_attack_keeps_a_sentence_unflagged() -
     finally:
         meaning.use_counter_examples(None)
     assert meaning.resembling(quiz) != []
+
+
+def test_the_candidate_in_preflight_screens_passages_and_the_answer_then_steps_out() -> None:
+    from evidex.jobs._audit_answer import screen_answer
+    from evidex.preflight import screening_events
+    from evidex.types import Passage
+
+    passage = Passage(passage_id="a", text=f"{PLAIN} {REPHRASED}")
+    assert screening_events([passage]) == [] and screen_answer(REPHRASED)[0] == []
+    with meaning.candidate_in_preflight():
+        [event] = screening_events([passage])
+        assert event.passage_ids == ["a"] and event.data["rule"].startswith("resembles_")
+        events, cut = screen_answer(REPHRASED)
+        assert events and cut == [(0, len(REPHRASED))]
+    assert screening_events([passage]) == [] and screen_answer(REPHRASED)[0] == []
