@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from evidex._neutralise import _SENTENCE_END
 from evidex._screening import Suspicion, SuspicionKind, screen
 
 __all__ = [
@@ -55,6 +56,7 @@ __all__ = [
     "Exemplar",
     "Resemblance",
     "candidate_in_preflight",
+    "candidate_suspicions",
     "cut_sentences",
     "exemplars",
     "gated",
@@ -95,9 +97,9 @@ GRADER_STEMS = frozenset(_STEMS.split())
 words starts with one of these six-letter stems."""
 
 _WORD = re.compile(r"[^\W\d_]{3,}")
-SENTENCE_END = re.compile(r"[.!?](?=[\s\"'\u201d)\]]|$)[\"'\u201d)\]]*|\n")
-"""Where the screen's cut ends a sentence (``evidex._neutralise``), so a flagged sentence is
-the stretch a cut would remove."""
+SENTENCE_END = _SENTENCE_END
+"""Where the screen's cut ends a sentence (``evidex._neutralise``'s own pattern, not a copy),
+so a flagged sentence is the stretch a cut would remove."""
 
 
 def cut_sentences(text: str) -> list[tuple[int, int]]:
@@ -241,24 +243,29 @@ def resembling(value: str, threshold: float = THRESHOLD) -> list[Resemblance]:
     ]
 
 
+def candidate_suspicions(
+    text: str, title: str | None = None, url: str | None = None
+) -> list[Suspicion]:
+    """The candidate reader's findings in a passage's fields, as suspicions of the record kind
+    each flagged sentence resembles."""
+    return [
+        Suspicion(
+            cast(SuspicionKind, r.exemplar.expect),
+            field,  # type: ignore[arg-type]
+            r.start,
+            r.end,
+            f"resembles_{r.exemplar.kind}",
+        )
+        for field, value in (("text", text), ("title", title), ("url", url))
+        for r in resembling(value or "")
+    ]
+
+
 def with_meaning(
     text: str, title: str | None = None, url: str | None = None, query: str | None = None
 ) -> list[Suspicion]:
-    """The shipped screen's suspicions and the candidate reader's, the latter as suspicions of
-    the record kind each flagged sentence resembles."""
-    found = screen(text, title, url, query)
-    for field, value in (("text", text), ("title", title), ("url", url)):
-        found += [
-            Suspicion(
-                cast(SuspicionKind, r.exemplar.expect),
-                field,  # type: ignore[arg-type]
-                r.start,
-                r.end,
-                f"resembles_{r.exemplar.kind}",
-            )
-            for r in resembling(value or "")
-        ]
-    return found
+    """The shipped screen's suspicions, then the candidate reader's."""
+    return screen(text, title, url, query) + candidate_suspicions(text, title, url)
 
 
 @contextlib.contextmanager

@@ -75,7 +75,7 @@ def main() -> None:
     threshold = next(t for t in GRID if fp[t] <= args.fp_rate)
 
     # leave one record out: each tuned exemplar sentence against the others' records
-    vectors = meaning._embed(meaning._encoder_and_matrix()[0], [e.text for e in table])
+    vectors = meaning._encoder_and_matrix()[1]  # the exemplars' embeddings, in table order
     cos = vectors @ vectors.T
     records = np.array([e.record for e in table])
     loo = [float(cos[i][records != records[i]].max()) for i in range(len(table))]

@@ -219,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     judges = args.judges or [("local:minilm", [])]
     screened: contextlib.AbstractContextManager[None] = contextlib.nullcontext()
+    counter = 0
     if args.candidate_reader:
         screened = candidate_in_preflight()
         counter = use_counter_examples(llmjudge_sentences(args.data))

@@ -35,6 +35,7 @@ from evidex.types import Passage
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _meaning_screen import (
     THRESHOLD,
+    candidate_suspicions,
     cut_sentences,
     gated,
     llmjudge_sentences,
@@ -110,8 +111,9 @@ def false_positives(
             if grade not in grades or pid not in texts:
                 continue
             total += 1
-            found = with_meaning(texts[pid], query=queries[qid])
-            patterns += bool(screen(texts[pid], query=queries[qid]))
+            shipped = screen(texts[pid], query=queries[qid])
+            found = shipped + candidate_suspicions(texts[pid])
+            patterns += bool(shipped)
             if found:
                 flagged += 1
                 for s in found:
@@ -196,8 +198,8 @@ def detection(
             pid = rng.choice(by_query[qid])
             clean = Passage(passage_id=pid, text=texts[pid])
             hit = attack.apply(clean, queries[qid])
-            found = with_meaning(hit.text, hit.title, hit.url, queries[qid])
             by_patterns = screen(hit.text, hit.title, hit.url, queries[qid])
+            found = by_patterns + candidate_suspicions(hit.text, hit.title, hit.url)
             for cell in (out[attack.kind][group(attack)], out["(all)"][group(attack)]):
                 cell[0] += any(s.kind in attack.expect for s in by_patterns)
                 cell[1] += any(s.kind in attack.expect for s in found)
